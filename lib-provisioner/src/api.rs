@@ -1,0 +1,370 @@
+//! The `objectbucket.io/v1alpha1` API: ObjectBucketClaim and ObjectBucket.
+//!
+//! These types stay wire-compatible with the CRDs that Rook-Ceph and NooBaa
+//! install (the Go `lib-bucket-provisioner`), so that claims provisioned there
+//! can be taken over. Every field is optional or defaulted when read, because
+//! objects written by older versions may lack any of them.
+//!
+//! ```
+//! use lib_provisioner::api::{ObjectBucketClaim, ObjectBucketClaimSpec};
+//!
+//! let claim = ObjectBucketClaim::new("photos", ObjectBucketClaimSpec {
+//!     storage_class_name: "s3-buckets".into(),
+//!     generate_bucket_name: Some("photos".into()),
+//!     ..Default::default()
+//! });
+//! assert_eq!(claim.spec.storage_class_name, "s3-buckets");
+//! ```
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// API group of both resources.
+pub const GROUP: &str = "objectbucket.io";
+/// API version of both resources.
+pub const VERSION: &str = "v1alpha1";
+/// Finalizer the library puts on the claim, its ObjectBucket, Secret and
+/// ConfigMap while the binding lives (the same one the Go library uses).
+pub const FINALIZER: &str = "objectbucket.io/finalizer";
+/// Label naming the provisioner on everything the library creates.
+pub const PROVISIONER_LABEL: &str = "bucket-provisioner";
+/// Annotation holding a bucket name generated from `generateBucketName`.
+///
+/// It is written (together with the finalizer) before the bucket is created,
+/// so that a retry after a crash asks for the same bucket, never a second one.
+pub const GENERATED_NAME_ANNOTATION: &str = "objectbucket.io/generated-bucket-name";
+/// Annotation on an ObjectBucket recording whether its bucket was created for
+/// the claim (`greenfield`) or already existed (`brownfield`).
+///
+/// Teardown reads it to choose Delete or Revoke even if the StorageClass has
+/// changed or is gone since.
+pub const BUCKET_ORIGIN_ANNOTATION: &str = "objectbucket.io/bucket-origin";
+/// StorageClass parameter that makes a class brownfield: the named bucket
+/// exists and claims of the class only get access to it.
+pub const BROWNFIELD_BUCKET_PARAMETER: &str = "bucketName";
+
+/// Keys of the claim's Secret.
+pub mod secret_keys {
+    /// The access key id.
+    pub const ACCESS_KEY_ID: &str = "AWS_ACCESS_KEY_ID";
+    /// The secret access key.
+    pub const SECRET_ACCESS_KEY: &str = "AWS_SECRET_ACCESS_KEY";
+}
+
+/// Keys of the claim's ConfigMap.
+pub mod config_map_keys {
+    /// Host name of the object store endpoint.
+    pub const BUCKET_HOST: &str = "BUCKET_HOST";
+    /// Port of the object store endpoint.
+    pub const BUCKET_PORT: &str = "BUCKET_PORT";
+    /// The bucket's name in the object store.
+    pub const BUCKET_NAME: &str = "BUCKET_NAME";
+    /// The bucket's region.
+    pub const BUCKET_REGION: &str = "BUCKET_REGION";
+    /// The bucket's sub-region.
+    pub const BUCKET_SUBREGION: &str = "BUCKET_SUBREGION";
+}
+
+/// A request for a bucket, made in the namespace of the workload that uses it.
+#[derive(CustomResource, Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "objectbucket.io",
+    version = "v1alpha1",
+    kind = "ObjectBucketClaim",
+    namespaced,
+    shortname = "obc",
+    shortname = "obcs",
+    status = "ObjectBucketClaimStatus",
+    printcolumn = r#"{"name":"StorageClass","type":"string","description":"StorageClass","jsonPath":".spec.storageClassName"}"#,
+    printcolumn = r#"{"name":"Phase","type":"string","description":"Phase","jsonPath":".status.phase"}"#,
+    printcolumn = r#"{"name":"Bucket","type":"string","description":"ObjectBucket bound to the claim","jsonPath":".spec.objectBucketName"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectBucketClaimSpec {
+    /// StorageClass naming the provisioner and its parameters.
+    #[serde(default)]
+    pub storage_class_name: String,
+    /// Exact name of the bucket. Caution: bucket names are global to the
+    /// object store and may collide across namespaces.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bucket_name: Option<String>,
+    /// Prefix of a generated bucket name (recommended): a hyphen and random
+    /// characters are appended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generate_bucket_name: Option<String>,
+    /// Name of the ObjectBucket bound to this claim; set by the provisioner.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub object_bucket_name: Option<String>,
+    /// Free-form settings handed to the provisioner (quotas, policies...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub additional_config: Option<BTreeMap<String, String>>,
+}
+
+/// Observed state of a claim. Written only by the provisioner.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectBucketClaimStatus {
+    /// `Pending`, `Bound`, `Released` or `Failed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<ClaimPhase>,
+    /// Why the claim is in its phase, and what to do about it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// Conditions (`Bound`) with reason and message.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// The `metadata.generation` the status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+/// Lifecycle phase of a claim.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
+pub enum ClaimPhase {
+    /// Waiting: for provisioning to finish, or for a fault to clear.
+    Pending,
+    /// The bucket exists and the Secret and ConfigMap are in place.
+    Bound,
+    /// The bucket was released (reclaim policy Retain).
+    Released,
+    /// The claim cannot be served as written; its message says how to fix it.
+    Failed,
+    /// A phase written by another tool; the library treats it as unset.
+    #[serde(other)]
+    Unknown,
+}
+
+impl ClaimPhase {
+    /// The phase as written in the API.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "Pending",
+            Self::Bound => "Bound",
+            Self::Released => "Released",
+            Self::Failed => "Failed",
+            Self::Unknown => "Unknown",
+        }
+    }
+}
+
+/// A provisioned bucket and how to reach it. Cluster-scoped, named
+/// `obc-<claim namespace>-<claim name>`.
+#[derive(CustomResource, Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "objectbucket.io",
+    version = "v1alpha1",
+    kind = "ObjectBucket",
+    shortname = "ob",
+    shortname = "obs",
+    status = "ObjectBucketStatus",
+    printcolumn = r#"{"name":"StorageClass","type":"string","description":"StorageClass","jsonPath":".spec.storageClassName"}"#,
+    printcolumn = r#"{"name":"ClaimNamespace","type":"string","description":"ClaimNamespace","jsonPath":".spec.claimRef.namespace"}"#,
+    printcolumn = r#"{"name":"ClaimName","type":"string","description":"ClaimName","jsonPath":".spec.claimRef.name"}"#,
+    printcolumn = r#"{"name":"ReclaimPolicy","type":"string","description":"ReclaimPolicy","jsonPath":".spec.reclaimPolicy"}"#,
+    printcolumn = r#"{"name":"Phase","type":"string","description":"Phase","jsonPath":".status.phase"}"#,
+    printcolumn = r#"{"name":"Bucket","type":"string","description":"Bucket name in the object store","jsonPath":".spec.endpoint.bucketName"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectBucketSpec {
+    /// StorageClass the bucket was provisioned from.
+    #[serde(default)]
+    pub storage_class_name: String,
+    /// What happens to the bucket when its claim is deleted.
+    #[serde(default)]
+    pub reclaim_policy: ReclaimPolicy,
+    /// The claim this bucket is bound to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim_ref: Option<ObjectReference>,
+    /// Where the bucket is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<Endpoint>,
+    /// Provisioner-specific state kept for teardown (never credentials).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub additional_state: Option<BTreeMap<String, String>>,
+    /// Provisioner-specific authentication details written by other
+    /// implementations. This library never stores credentials here: they
+    /// live only in the claim's Secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "free_form_object")]
+    pub authentication: Option<serde_json::Value>,
+}
+
+fn free_form_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "x-kubernetes-preserve-unknown-fields": true
+    })
+}
+
+/// Connection details of a bucket.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Endpoint {
+    /// Host name or address of the object store.
+    #[serde(default)]
+    pub bucket_host: String,
+    /// Port of the object store.
+    #[serde(default)]
+    pub bucket_port: i32,
+    /// The bucket's name in the object store.
+    #[serde(default)]
+    pub bucket_name: String,
+    /// Region of the bucket.
+    #[serde(default)]
+    pub region: String,
+    /// Sub-region of the bucket.
+    #[serde(default)]
+    pub sub_region: String,
+    /// Provisioner-specific connection settings, copied into the ConfigMap.
+    #[serde(default)]
+    pub additional_config: BTreeMap<String, String>,
+}
+
+/// What to do with a bucket once its claim is deleted.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum ReclaimPolicy {
+    /// Delete the bucket (greenfield) or revoke access (brownfield).
+    #[default]
+    Delete,
+    /// Keep the bucket and mark the ObjectBucket Released.
+    Retain,
+}
+
+impl ReclaimPolicy {
+    /// Reads a StorageClass `reclaimPolicy`; Kubernetes defaults it to Delete.
+    pub fn from_class(value: Option<&str>) -> Result<Self, String> {
+        match value {
+            None | Some("") | Some("Delete") => Ok(Self::Delete),
+            Some("Retain") => Ok(Self::Retain),
+            Some(other) => Err(format!(
+                "reclaimPolicy {other:?} is not supported for buckets: use Delete or Retain"
+            )),
+        }
+    }
+}
+
+/// Observed state of an ObjectBucket.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectBucketStatus {
+    /// `Bound`, `Released` or `Failed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<BucketPhase>,
+}
+
+/// Lifecycle phase of an ObjectBucket.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum BucketPhase {
+    /// Bound to its claim.
+    Bound,
+    /// Its claim is gone and the bucket was retained.
+    Released,
+    /// Teardown failed; see the claim's events.
+    Failed,
+    /// A phase written by another tool.
+    #[serde(other)]
+    Unknown,
+}
+
+/// Where the bucket of an ObjectBucket came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BucketOrigin {
+    /// Created for the claim: teardown may delete it.
+    Greenfield,
+    /// Existed before the claim: teardown only revokes access.
+    Brownfield,
+}
+
+impl BucketOrigin {
+    /// The annotation value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Greenfield => "greenfield",
+            Self::Brownfield => "brownfield",
+        }
+    }
+
+    /// Parses the annotation value.
+    pub fn parse(value: &str) -> Option<Self> {
+        match value {
+            "greenfield" => Some(Self::Greenfield),
+            "brownfield" => Some(Self::Brownfield),
+            _ => None,
+        }
+    }
+}
+
+impl ObjectBucket {
+    /// The bucket's name in the object store, if recorded.
+    pub fn bucket_name(&self) -> Option<&str> {
+        self.spec
+            .endpoint
+            .as_ref()
+            .map(|e| e.bucket_name.as_str())
+            .filter(|n| !n.is_empty())
+    }
+}
+
+/// The CRDs as YAML documents, keyed by file name under `crds/`.
+///
+/// ```
+/// let files = lib_provisioner::api::crd_files();
+/// assert!(files.iter().any(|(name, yaml)| name.contains("objectbucketclaims") && yaml.contains("objectBucketName")));
+/// ```
+pub fn crd_files() -> Vec<(&'static str, String)> {
+    use kube::CustomResourceExt;
+    let render = |crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition| {
+        let yaml = serde_yaml::to_string(&crd).unwrap_or_else(|e| format!("# could not render: {e}\n"));
+        format!(
+            "# Generated from lib-provisioner/src/api.rs by `cargo run -p lib-provisioner --bin crdgen`.\n# Do not edit: a test fails when this file drifts from the types.\n---\n{yaml}"
+        )
+    };
+    vec![
+        ("objectbucket.io_objectbucketclaims.yaml", render(ObjectBucketClaim::crd())),
+        ("objectbucket.io_objectbuckets.yaml", render(ObjectBucket::crd())),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_phases_read_as_unknown() {
+        let status: ObjectBucketClaimStatus =
+            serde_json::from_value(serde_json::json!({"phase": "bound"})).expect("parses");
+        assert_eq!(status.phase, Some(ClaimPhase::Unknown));
+    }
+
+    #[test]
+    fn claims_written_by_older_versions_parse() {
+        // No storageClassName, unknown status fields: still readable.
+        let claim: ObjectBucketClaim = serde_json::from_value(serde_json::json!({
+            "apiVersion": "objectbucket.io/v1alpha1",
+            "kind": "ObjectBucketClaim",
+            "metadata": {"name": "a", "namespace": "b"},
+            "spec": {"generateBucketName": "x", "bucketName": "x-abcde"},
+            "status": {"phase": "Bound", "legacy": true}
+        }))
+        .expect("parses");
+        assert_eq!(claim.spec.bucket_name.as_deref(), Some("x-abcde"));
+        assert_eq!(claim.spec.storage_class_name, "");
+    }
+
+    #[test]
+    fn reclaim_policy_from_class() {
+        assert_eq!(ReclaimPolicy::from_class(None), Ok(ReclaimPolicy::Delete));
+        assert_eq!(
+            ReclaimPolicy::from_class(Some("Retain")),
+            Ok(ReclaimPolicy::Retain)
+        );
+        assert!(ReclaimPolicy::from_class(Some("Recycle")).is_err());
+    }
+}

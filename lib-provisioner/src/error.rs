@@ -1,0 +1,95 @@
+//! The library's error type.
+
+use crate::provisioner::ProvisionError;
+
+/// Why a reconcile did not finish. Each variant says what to do about it.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A Kubernetes API call failed; retried with backoff. Check the
+    /// controller's RBAC and the apiserver's health if it persists.
+    #[error("Kubernetes API call failed while trying to {action}: {source}")]
+    Kube {
+        /// What the library was doing.
+        action: &'static str,
+        /// The client error.
+        #[source]
+        source: kube::Error,
+    },
+    /// Another writer changed the object first (HTTP 409); the library
+    /// re-reads and retries at once.
+    #[error("conflict while trying to {action}: the object changed, retrying with a fresh read")]
+    Conflict {
+        /// What the library was doing.
+        action: &'static str,
+    },
+    /// The provisioner failed; the claim's status and events carry the message.
+    #[error("provisioner {operation} failed: {source}")]
+    Provisioner {
+        /// provision, grant, delete or revoke.
+        operation: &'static str,
+        /// The provisioner's error.
+        #[source]
+        source: ProvisionError,
+    },
+    /// The claim cannot be served as written; its status says how to fix it.
+    /// Retried slowly in case the cause is fixed elsewhere.
+    #[error("claim is invalid: {0}")]
+    InvalidClaim(String),
+    /// The claim waits for something outside it (a StorageClass, an old
+    /// ObjectBucket being released).
+    #[error("claim is waiting: {0}")]
+    Waiting(String),
+    /// The object lacks a name or namespace, which the apiserver always sets.
+    #[error("object has no {0}; was it built locally instead of read from the apiserver?")]
+    MissingField(&'static str),
+    /// A reconcile made more steps than any valid sequence needs: a bug.
+    #[error("reconcile did not converge after {0} steps; please report this with the claim's YAML")]
+    NoConvergence(usize),
+    /// Leader election lost its lease; the process must stop acting.
+    #[error("lost the leader lease {0}; stopping so that the new leader acts alone")]
+    LostLease(String),
+    /// The metrics/health server could not start.
+    #[error("could not serve metrics and health on {addr}: {source}")]
+    Serve {
+        /// The address.
+        addr: std::net::SocketAddr,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl Error {
+    pub(crate) fn kube(action: &'static str) -> impl FnOnce(kube::Error) -> Error {
+        move |source| {
+            if is_status(&source, 409) {
+                Error::Conflict { action }
+            } else {
+                Error::Kube { action, source }
+            }
+        }
+    }
+
+    /// A short machine-friendly name, used as a metrics label.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Kube { .. } => "kube",
+            Self::Conflict { .. } => "conflict",
+            Self::Provisioner { .. } => "provisioner",
+            Self::InvalidClaim(_) => "invalid_claim",
+            Self::Waiting(_) => "waiting",
+            Self::MissingField(_) => "missing_field",
+            Self::NoConvergence(_) => "no_convergence",
+            Self::LostLease(_) => "lost_lease",
+            Self::Serve { .. } => "serve",
+        }
+    }
+}
+
+/// Whether a client error is an API status with this HTTP code.
+pub(crate) fn is_status(err: &kube::Error, code: u16) -> bool {
+    matches!(err, kube::Error::Api(status) if status.code == code)
+}
+
+/// The library's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,36 @@
+//! A framework for Kubernetes object bucket provisioners.
+//!
+//! Users create an `ObjectBucketClaim` naming a StorageClass; the library
+//! binds it to a cluster-scoped `ObjectBucket` and gives the claim's
+//! namespace a Secret (credentials) and a ConfigMap (endpoint) named after
+//! the claim. A provisioner author implements [`Provisioner`] (four async
+//! methods) and starts a [`ControllerBuilder`]; the library owns the state
+//! machine, finalizers, reclaim policy, status, events, retries, leader
+//! election and metrics, and resumes safely after a crash between any two of
+//! its writes.
+//!
+//! Modules, one per concept:
+//! - [`api`]: the `objectbucket.io/v1alpha1` types.
+//! - [`provisioner`]: the trait and its contract.
+//! - [`names`]: bucket name rules and generation.
+//! - [`controller`]: the builder and the wiring.
+//! - [`leader`], [`metrics`], [`failpoint`]: operations.
+//! - `reconcile` (private): the state machine, as small idempotent steps.
+//! - `writes` (private): every Kubernetes write, one function each.
+
+pub mod api;
+pub mod controller;
+pub mod error;
+pub mod failpoint;
+pub mod leader;
+pub mod metrics;
+pub mod names;
+pub mod provisioner;
+mod reconcile;
+mod server;
+mod writes;
+
+pub use controller::{ControllerBuilder, WatchScope};
+pub use error::Error;
+pub use provisioner::{BucketAccess, BucketRequest, Credentials, ProvisionError, Provisioner, TeardownRequest};
+pub use reconcile::status::BOUND_CONDITION;

@@ -1,0 +1,167 @@
+//! Prometheus metrics.
+//!
+//! | metric | type | labels |
+//! |---|---|---|
+//! | `obc_reconciles_total` | counter | `result` (`ok`, or the error kind) |
+//! | `obc_reconcile_duration_seconds` | histogram | |
+//! | `obc_provisioner_operations_total` | counter | `operation`, `result` |
+//! | `obc_provisioner_operation_duration_seconds` | histogram | `operation` |
+//! | `obc_claims` | gauge | `phase` (from the claim cache at scrape time) |
+//!
+//! ```
+//! let metrics = lib_provisioner::metrics::Metrics::new();
+//! assert!(metrics.render().contains("obc_claims{phase=\"Bound\"} 0"));
+//! ```
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use kube::runtime::reflector::Store;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use crate::api::{ClaimPhase, ObjectBucketClaim};
+use crate::error::Error;
+
+type Labels = Vec<(&'static str, String)>;
+
+/// The controller's metrics and their registry.
+pub struct Metrics {
+    registry: Registry,
+    claims: Arc<RwLock<Vec<Store<ObjectBucketClaim>>>>,
+    reconciles: Family<Labels, Counter>,
+    reconcile_duration: Histogram,
+    operations: Family<Labels, Counter>,
+    operation_duration: Family<Labels, Histogram>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+fn duration_histogram() -> Histogram {
+    // 1 ms .. ~16 s
+    Histogram::new(exponential_buckets(0.001, 2.0, 15))
+}
+
+impl Metrics {
+    /// A fresh registry with every metric at zero.
+    pub fn new() -> Self {
+        let claims = Arc::new(RwLock::new(Vec::new()));
+        let mut registry = Registry::default();
+        let reconciles = Family::<Labels, Counter>::default();
+        let reconcile_duration = duration_histogram();
+        let operations = Family::<Labels, Counter>::default();
+        let operation_duration = Family::<Labels, Histogram>::new_with_constructor(duration_histogram as fn() -> Histogram);
+        registry.register("obc_reconciles", "Claim reconciles by result", reconciles.clone());
+        registry.register(
+            "obc_reconcile_duration_seconds",
+            "Time a claim reconcile took",
+            reconcile_duration.clone(),
+        );
+        registry.register(
+            "obc_provisioner_operations",
+            "Provisioner calls by operation and result",
+            operations.clone(),
+        );
+        registry.register(
+            "obc_provisioner_operation_duration_seconds",
+            "Time provisioner calls took",
+            operation_duration.clone(),
+        );
+        registry.register_collector(Box::new(PhaseCollector { claims: claims.clone() }));
+        Self {
+            claims,
+            registry,
+            reconciles,
+            reconcile_duration,
+            operations,
+            operation_duration,
+        }
+    }
+
+    /// Makes `obc_claims` count the claims in these caches.
+    pub(crate) fn watch_claims(&self, stores: Vec<Store<ObjectBucketClaim>>) {
+        *self.claims.write().unwrap_or_else(|p| p.into_inner()) = stores;
+    }
+
+    pub(crate) fn reconciled(&self, took: Duration, error: Option<&Error>) {
+        let result = error.map_or("ok", Error::kind);
+        self.reconciles.get_or_create(&vec![("result", result.to_owned())]).inc();
+        self.reconcile_duration.observe(took.as_secs_f64());
+    }
+
+    pub(crate) fn operation(&self, operation: &'static str, took: Duration, ok: bool) {
+        let result = if ok { "ok" } else { "error" };
+        self.operations
+            .get_or_create(&vec![("operation", operation.to_owned()), ("result", result.to_owned())])
+            .inc();
+        self.operation_duration
+            .get_or_create(&vec![("operation", operation.to_owned())])
+            .observe(took.as_secs_f64());
+    }
+
+    /// The metrics in the Prometheus text format.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}
+
+/// Counts cached claims by phase at scrape time, so the gauge can never
+/// drift from the cache.
+#[derive(Debug)]
+struct PhaseCollector {
+    claims: Arc<RwLock<Vec<Store<ObjectBucketClaim>>>>,
+}
+
+impl Collector for PhaseCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let mut counts: BTreeMap<&'static str, i64> = [
+            ClaimPhase::Pending,
+            ClaimPhase::Bound,
+            ClaimPhase::Released,
+            ClaimPhase::Failed,
+        ]
+        .iter()
+        .map(|p| (p.as_str(), 0))
+        .collect();
+        let stores = self.claims.read().unwrap_or_else(|p| p.into_inner()).clone();
+        for claim in stores.iter().flat_map(Store::state) {
+            let phase = claim
+                .status
+                .as_ref()
+                .and_then(|s| s.phase)
+                .unwrap_or(ClaimPhase::Pending);
+            *counts.entry(phase.as_str()).or_default() += 1;
+        }
+        let mut metric = encoder.encode_descriptor(
+            "obc_claims",
+            "Claims in the cache by phase",
+            None,
+            prometheus_client::metrics::MetricType::Gauge,
+        )?;
+        for (phase, count) in counts {
+            let labels = [("phase", phase)];
+            let family = metric.encode_family(&labels)?;
+            ConstGauge::new(count).encode(family)?;
+        }
+        Ok(())
+    }
+}

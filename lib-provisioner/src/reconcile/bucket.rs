@@ -1,0 +1,130 @@
+//! The ObjectBucket reconciler: what happens to ObjectBuckets whose claim is
+//! gone, and to ObjectBuckets deleted directly.
+//!
+//! Claims drive everything else; this reconciler only acts when the claim
+//! cannot, because it no longer exists (force-deleted, or deleted while an
+//! older controller was not running) or because it was recreated under the
+//! same name and is a different claim now.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::storage::v1::StorageClass;
+use kube::api::Api;
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
+use kube::ResourceExt;
+use tracing::{info, warn};
+
+use super::Context;
+use super::plan::{self, has_finalizer, has_label};
+use crate::api::{BucketOrigin, BUCKET_ORIGIN_ANNOTATION, BucketPhase, ObjectBucket, ObjectBucketClaim, ReclaimPolicy};
+use crate::error::{Error, Result};
+use crate::failpoint;
+use crate::provisioner::{Provisioner, TeardownRequest};
+use crate::writes;
+
+/// Reconciles one ObjectBucket.
+pub(crate) async fn reconcile<P: Provisioner>(ob: Arc<ObjectBucket>, ctx: Arc<Context<P>>) -> Result<Action> {
+    if !has_label(&ob.metadata, &ctx.label) || !has_finalizer(&ob.metadata) {
+        // Not ours, or nothing of ours left on it.
+        return Ok(Action::await_change());
+    }
+    let released = ob.status.as_ref().and_then(|s| s.phase) == Some(BucketPhase::Released);
+    if claim_state(&ob, &ctx).await? != ClaimState::Gone {
+        // The claim's reconciler owns this ObjectBucket, also while it is
+        // being deleted directly: it stays until the claim is deleted.
+        return Ok(Action::await_change());
+    }
+    if released {
+        // Retained: the bucket stays; the ObjectBucket may go.
+        if ob.metadata.deletion_timestamp.is_some() {
+            writes::release_object_bucket(&ctx.client, &ob).await?;
+        }
+        return Ok(Action::await_change());
+    }
+
+    // Orphaned: its claim is gone without having released it.
+    let origin = plan::annotation(&ob.metadata, BUCKET_ORIGIN_ANNOTATION)
+        .and_then(BucketOrigin::parse)
+        .unwrap_or(BucketOrigin::Brownfield);
+    let delete_bucket = origin == BucketOrigin::Greenfield && ob.spec.reclaim_policy == ReclaimPolicy::Delete;
+    let request = teardown_request(&ob, &ctx);
+    info!(object_bucket = %ob.name_any(), delete_bucket, "claim is gone; tearing down its ObjectBucket");
+    let result = if delete_bucket {
+        ctx.provisioner.delete(&request).await
+    } else {
+        ctx.provisioner.revoke(&request).await
+    };
+    result.map_err(|source| Error::Provisioner {
+        operation: if delete_bucket { "delete" } else { "revoke" },
+        source,
+    })?;
+    failpoint::hit("after-bucket-deleted");
+    match ob.spec.reclaim_policy {
+        ReclaimPolicy::Delete => {
+            writes::release_object_bucket(&ctx.client, &ob).await?;
+            writes::delete_object_bucket(&ctx.client, &ob.name_any()).await?;
+        }
+        ReclaimPolicy::Retain => {
+            let updated = writes::set_object_bucket_phase(&ctx.client, &ob, BucketPhase::Released).await?;
+            writes::release_object_bucket(&ctx.client, &updated).await?;
+        }
+    }
+    failpoint::hit("after-object-bucket-released");
+    Ok(Action::await_change())
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum ClaimState {
+    /// The claim exists and is the one the ObjectBucket was bound to.
+    Live,
+    /// No claim of that name, or one with another UID.
+    Gone,
+    /// The claimRef does not say which claim: touch nothing.
+    Unknown,
+}
+
+/// Whether the ObjectBucket's claim still exists. Read from the API, not the
+/// cache: acting on a claim that only looks gone would tear down a live bucket.
+async fn claim_state<P: Provisioner>(ob: &ObjectBucket, ctx: &Context<P>) -> Result<ClaimState> {
+    let Some((ns, name)) = ob
+        .spec
+        .claim_ref
+        .as_ref()
+        .and_then(|r| Some((r.namespace.as_deref()?, r.name.as_deref()?)))
+    else {
+        warn!(object_bucket = %ob.name_any(), "ObjectBucket has no usable claimRef; leaving it alone");
+        return Ok(ClaimState::Unknown);
+    };
+    let key = ObjectRef::<ObjectBucketClaim>::new(name).within(ns);
+    if ctx.claims.iter().filter_map(|s| s.get(&key)).any(|c| plan::claim_ref_matches(ob, &c)) {
+        return Ok(ClaimState::Live);
+    }
+    let claim = Api::<ObjectBucketClaim>::namespaced(ctx.client.clone(), ns)
+        .get_opt(name)
+        .await
+        .map_err(Error::kube("read the ObjectBucket's claim"))?;
+    Ok(match claim {
+        Some(c) if plan::claim_ref_matches(ob, &c) => ClaimState::Live,
+        _ => ClaimState::Gone,
+    })
+}
+
+fn teardown_request<P>(ob: &ObjectBucket, ctx: &Context<P>) -> TeardownRequest {
+    let parameters = ctx
+        .classes
+        .get(&ObjectRef::<StorageClass>::new(&ob.spec.storage_class_name))
+        .and_then(|c| c.parameters.clone())
+        .unwrap_or_default();
+    let r = ob.spec.claim_ref.clone().unwrap_or_default();
+    TeardownRequest {
+        claim_namespace: r.namespace.unwrap_or_default(),
+        claim_name: r.name.unwrap_or_default(),
+        claim_uid: r.uid.unwrap_or_default(),
+        bucket_name: ob.bucket_name().unwrap_or_default().to_owned(),
+        storage_class_name: ob.spec.storage_class_name.clone(),
+        parameters,
+        additional_state: ob.spec.additional_state.clone().unwrap_or_default(),
+        object_bucket: Some(ob.clone()),
+    }
+}

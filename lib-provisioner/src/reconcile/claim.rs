@@ -1,0 +1,454 @@
+//! Executes the claim state machine: observe, take the step [`next_step`]
+//! names, record its result, repeat.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::Api;
+use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
+use kube::runtime::reflector::ObjectRef;
+use kube::{Resource, ResourceExt};
+use tracing::{debug, info};
+
+use super::plan::{self, ClassState, Observed, Problem, Step};
+use super::{Context, status};
+use crate::api::{BucketOrigin, BucketPhase, ClaimPhase, ObjectBucket, ObjectBucketClaim};
+use crate::error::{Error, Result, is_status};
+use crate::failpoint;
+use crate::names;
+use crate::provisioner::{BucketRequest, ProvisionError, Provisioner, TeardownRequest};
+use crate::writes::{self, NewObjectBucket};
+
+/// More steps than the longest valid sequence (a takeover that repairs
+/// everything) needs.
+const MAX_STEPS: usize = 24;
+
+/// What a step leaves the pass to do.
+enum Flow {
+    Continue,
+    Stop(Action),
+}
+
+/// Reconciles one claim.
+pub(crate) async fn reconcile<P: Provisioner>(
+    claim: Arc<ObjectBucketClaim>,
+    ctx: Arc<Context<P>>,
+) -> Result<Action> {
+    let started = Instant::now();
+    let mut o = observe(&claim, &ctx).await?;
+    let result = run_steps(&mut o, &ctx).await;
+    ctx.metrics.reconciled(started.elapsed(), result.as_ref().err());
+    if result.is_ok() {
+        ctx.backoff.reset(&ObjectRef::from_obj(claim.as_ref()));
+    }
+    result
+}
+
+async fn run_steps<P: Provisioner>(o: &mut Observed, ctx: &Context<P>) -> Result<Action> {
+    for _ in 0..MAX_STEPS {
+        let step = plan::next_step(o);
+        debug!(claim = %claim_key(&o.claim), ?step, "next step");
+        if let Flow::Stop(action) = execute(step, o, ctx).await? {
+            return Ok(action);
+        }
+    }
+    Err(Error::NoConvergence(MAX_STEPS))
+}
+
+fn claim_key(claim: &ObjectBucketClaim) -> String {
+    format!(
+        "{}/{}",
+        claim.metadata.namespace.as_deref().unwrap_or_default(),
+        claim.metadata.name.as_deref().unwrap_or_default()
+    )
+}
+
+/// Reads what the decision needs: caches first, the API where a cache has
+/// nothing (it may lag behind the writes of the previous pass, and it does
+/// not hold Secrets or ConfigMaps that carry no label of ours).
+async fn observe<P: Provisioner>(claim: &ObjectBucketClaim, ctx: &Context<P>) -> Result<Observed> {
+    let ns = claim.namespace().ok_or(Error::MissingField("claim namespace"))?;
+    let name = claim.name_any();
+    let class = match claim.spec.storage_class_name.as_str() {
+        "" => ClassState::Unnamed,
+        class_name => match ctx.classes.get(&ObjectRef::new(class_name)) {
+            None => ClassState::NotFound(class_name.to_owned()),
+            Some(class) if class.provisioner != ctx.provisioner_name => ClassState::Foreign,
+            Some(class) => ClassState::Ours(Box::new(StorageClass::clone(&class))),
+        },
+    };
+    if matches!(class, ClassState::Foreign) && !plan::has_label(&claim.metadata, &ctx.label) {
+        // Not ours, and never was: read nothing more.
+        return Ok(observed(claim.clone(), class, ctx));
+    }
+
+    let ob_name = plan::object_bucket_name(claim);
+    let ob = match ctx.buckets.get(&ObjectRef::new(&ob_name)) {
+        Some(ob) => Some(ObjectBucket::clone(&ob)),
+        None => get_opt(&Api::<ObjectBucket>::all(ctx.client.clone()), &ob_name, "read the ObjectBucket").await?,
+    };
+    let secret = child_meta(ctx, &ctx.secrets, &ns, &name).await?;
+    let config_map = child_meta(ctx, &ctx.config_maps, &ns, &name).await?;
+
+    let mut o = observed(claim.clone(), class, ctx);
+    o.name_holder = match (&ob, plan::fixed_bucket_name(claim)) {
+        (None, Some(bucket)) => ctx.name_holder(claim, bucket),
+        _ => None,
+    };
+    o.ob = ob;
+    o.secret = secret;
+    o.config_map = config_map;
+    Ok(o)
+}
+
+fn observed<P>(claim: ObjectBucketClaim, class: ClassState, ctx: &Context<P>) -> Observed {
+    let bind_pruned = claim
+        .metadata
+        .uid
+        .as_ref()
+        .is_some_and(|uid| ctx.pruned_binds.lock().unwrap_or_else(|p| p.into_inner()).contains(uid));
+    Observed {
+        claim,
+        class,
+        ob: None,
+        secret: None,
+        config_map: None,
+        name_holder: None,
+        access: None,
+        secret_synced: false,
+        config_map_synced: false,
+        torn_down: false,
+        bind_pruned,
+        label: ctx.label.clone(),
+    }
+}
+
+async fn child_meta<P, K>(
+    ctx: &Context<P>,
+    stores: &super::ChildStores<K>,
+    ns: &str,
+    name: &str,
+) -> Result<Option<ObjectMeta>>
+where
+    K: writes::Child,
+{
+    if let Some(meta) = stores.get(ns, name) {
+        return Ok(Some(meta));
+    }
+    let api: Api<K> = Api::namespaced(ctx.client.clone(), ns);
+    match api.get_metadata_opt(name).await {
+        Ok(found) => Ok(found.map(|m| m.metadata)),
+        Err(e) => Err(Error::kube("read the claim's Secret or ConfigMap")(e)),
+    }
+}
+
+async fn get_opt<K>(api: &Api<K>, name: &str, action: &'static str) -> Result<Option<K>>
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.get_opt(name).await.map_err(Error::kube(action))
+}
+
+/// Performs one step and records what it changed.
+async fn execute<P: Provisioner>(step: Step, o: &mut Observed, ctx: &Context<P>) -> Result<Flow> {
+    match step {
+        Step::Ignore => Ok(Flow::Stop(Action::await_change())),
+        Step::Done => Ok(Flow::Stop(Action::requeue(ctx.resync))),
+        Step::Reject(problem) => {
+            show_problem(o, ctx, ClaimPhase::Failed, &problem).await?;
+            Err(Error::InvalidClaim(problem.message))
+        }
+        Step::Wait(problem) => {
+            show_problem(o, ctx, ClaimPhase::Pending, &problem).await?;
+            Err(Error::Waiting(problem.message))
+        }
+        Step::PrepareClaim { generate_from } => {
+            let generated = match generate_from {
+                Some(prefix) => Some(names::generate_bucket_name(&prefix).map_err(Error::InvalidClaim)?),
+                None => None,
+            };
+            o.claim = writes::prepare_claim(&ctx.client, &o.claim, &ctx.label, generated.as_deref()).await?;
+            failpoint::hit("after-claim-prepared");
+            Ok(Flow::Continue)
+        }
+        Step::ObtainAccess { bucket_name, origin } => {
+            let ClassState::Ours(class) = &o.class else {
+                return Err(Error::Waiting("the StorageClass is needed to provision".into()));
+            };
+            let request = BucketRequest::for_claim(
+                &o.claim,
+                bucket_name,
+                class.metadata.name.as_deref().unwrap_or_default(),
+                class.parameters.clone().unwrap_or_default(),
+            );
+            let (operation, result) = match origin {
+                BucketOrigin::Greenfield => ("provision", timed(ctx, "provision", ctx.provisioner.provision(&request)).await),
+                BucketOrigin::Brownfield => ("grant", timed(ctx, "grant", ctx.provisioner.grant(&request)).await),
+            };
+            match result {
+                Ok(access) => {
+                    info!(claim = %claim_key(&o.claim), bucket = %request.bucket_name, operation, "provisioner succeeded");
+                    o.access = Some(access);
+                    failpoint::hit("after-bucket-created");
+                    Ok(Flow::Continue)
+                }
+                Err(source) => Err(provisioner_failed(o, ctx, operation, source).await),
+            }
+        }
+        Step::CreateObjectBucket {
+            bucket_name,
+            origin,
+            reclaim_policy,
+        } => {
+            let access = o.access.as_ref().ok_or(Error::MissingField("bucket access"))?;
+            let ob_name = plan::object_bucket_name(&o.claim);
+            let ob = writes::create_object_bucket(
+                &ctx.client,
+                NewObjectBucket {
+                    name: &ob_name,
+                    claim: &o.claim,
+                    class_name: &o.claim.spec.storage_class_name,
+                    bucket_name: &bucket_name,
+                    origin,
+                    reclaim_policy,
+                    access,
+                    label: &ctx.label,
+                },
+            )
+            .await?;
+            o.ob = Some(ob);
+            failpoint::hit("after-object-bucket-created");
+            Ok(Flow::Continue)
+        }
+        Step::AdoptObjectBucket { origin } => {
+            let ob = o.ob.as_ref().ok_or(Error::MissingField("ObjectBucket"))?;
+            let adopted = writes::adopt_object_bucket(&ctx.client, ob, &ctx.label, origin).await?;
+            let note = format!(
+                "ObjectBucket {} was written by another version; it now carries this provisioner's label and finalizer",
+                adopted.name_any()
+            );
+            o.ob = Some(adopted);
+            ctx.event(&o.claim, EventType::Normal, "TakenOver", "TakeOver", note).await;
+            Ok(Flow::Continue)
+        }
+        Step::WriteSecret => {
+            let access = o.access.as_ref().ok_or(Error::MissingField("bucket access"))?;
+            let secret = writes::secret(&o.claim, &ctx.label, &access.credentials)?;
+            o.secret = Some(writes::write_child(&ctx.client, &o.claim, secret).await?);
+            o.secret_synced = true;
+            failpoint::hit("after-secret-written");
+            Ok(Flow::Continue)
+        }
+        Step::AdoptSecret => {
+            let meta = o.secret.as_ref().ok_or(Error::MissingField("Secret"))?;
+            o.secret = Some(writes::adopt_child::<Secret>(&ctx.client, meta, &ctx.label).await?);
+            Ok(Flow::Continue)
+        }
+        Step::WriteConfigMap => {
+            let endpoint = o
+                .ob
+                .as_ref()
+                .and_then(|ob| ob.spec.endpoint.clone())
+                .ok_or(Error::MissingField("ObjectBucket endpoint"))?;
+            let cm = writes::config_map(&o.claim, &ctx.label, &endpoint)?;
+            o.config_map = Some(writes::write_child(&ctx.client, &o.claim, cm).await?);
+            o.config_map_synced = true;
+            failpoint::hit("after-config-map-written");
+            Ok(Flow::Continue)
+        }
+        Step::AdoptConfigMap => {
+            let meta = o.config_map.as_ref().ok_or(Error::MissingField("ConfigMap"))?;
+            o.config_map = Some(writes::adopt_child::<ConfigMap>(&ctx.client, meta, &ctx.label).await?);
+            Ok(Flow::Continue)
+        }
+        Step::BindClaim => {
+            let ob_name = plan::object_bucket_name(&o.claim);
+            o.claim = writes::bind_claim(&ctx.client, &o.claim, &ob_name).await?;
+            failpoint::hit("after-claim-bound");
+            if o.claim.spec.object_bucket_name.as_deref() != Some(ob_name.as_str()) {
+                // The CRD's schema lacks the field and the apiserver pruned it.
+                // The ObjectBucket's claimRef still records the binding, and
+                // observation finds it by name, so carry on without it.
+                o.bind_pruned = true;
+                if let Some(uid) = o.claim.metadata.uid.clone() {
+                    ctx.pruned_binds.lock().unwrap_or_else(|p| p.into_inner()).insert(uid);
+                }
+                ctx.event(&o.claim, EventType::Warning, "ObjectBucketNameDropped", "Bind", format!(
+                    "the apiserver dropped spec.objectBucketName ({ob_name}): the installed ObjectBucketClaim CRD lacks the field; install the CRDs shipped in crds/. The claim is bound through ObjectBucket {ob_name}'s claimRef meanwhile"
+                )).await;
+            }
+            Ok(Flow::Continue)
+        }
+        Step::MarkObjectBucketBound => {
+            let ob = o.ob.as_ref().ok_or(Error::MissingField("ObjectBucket"))?;
+            o.ob = Some(writes::set_object_bucket_phase(&ctx.client, ob, BucketPhase::Bound).await?);
+            Ok(Flow::Continue)
+        }
+        Step::MarkClaimBound => {
+            let bucket = o.ob.as_ref().and_then(ObjectBucket::bucket_name).unwrap_or_default();
+            let message = format!(
+                "bucket {bucket:?} is bound: credentials in Secret {name:?}, endpoint in ConfigMap {name:?}",
+                name = o.claim.name_any()
+            );
+            let desired = status::desired(&o.claim, ClaimPhase::Bound, "Provisioned", &message);
+            o.claim = writes::write_claim_status(&ctx.client, &o.claim, &desired).await?;
+            ctx.event(&o.claim, EventType::Normal, "Bound", "Provision", message).await;
+            Ok(Flow::Continue)
+        }
+        Step::Teardown { delete_bucket } => {
+            let request = teardown_request(o);
+            let (operation, result) = if delete_bucket {
+                ("delete", timed(ctx, "delete", ctx.provisioner.delete(&request)).await)
+            } else {
+                ("revoke", timed(ctx, "revoke", ctx.provisioner.revoke(&request)).await)
+            };
+            if let Err(source) = result {
+                return Err(provisioner_failed(o, ctx, operation, source).await);
+            }
+            o.torn_down = true;
+            failpoint::hit("after-bucket-deleted");
+            let note = if delete_bucket {
+                format!("bucket {:?} and its credentials were deleted", request.bucket_name)
+            } else {
+                format!("access to bucket {:?} was revoked; the bucket is kept", request.bucket_name)
+            };
+            ctx.event(&o.claim, EventType::Normal, if delete_bucket { "BucketDeleted" } else { "AccessRevoked" }, "Delete", note).await;
+            Ok(Flow::Continue)
+        }
+        Step::DeleteObjectBucket => {
+            let ob = o.ob.take().ok_or(Error::MissingField("ObjectBucket"))?;
+            writes::release_object_bucket(&ctx.client, &ob).await?;
+            writes::delete_object_bucket(&ctx.client, &ob.name_any()).await?;
+            failpoint::hit("after-object-bucket-released");
+            Ok(Flow::Continue)
+        }
+        Step::ReleaseObjectBucket => {
+            let mut ob = o.ob.take().ok_or(Error::MissingField("ObjectBucket"))?;
+            if ob.status.as_ref().and_then(|s| s.phase) != Some(BucketPhase::Released) {
+                ob = writes::set_object_bucket_phase(&ctx.client, &ob, BucketPhase::Released).await?;
+            }
+            o.ob = writes::release_object_bucket(&ctx.client, &ob).await?;
+            failpoint::hit("after-object-bucket-released");
+            ctx.event(&o.claim, EventType::Normal, "Released", "Delete", format!(
+                "bucket {:?} is retained; ObjectBucket {} is Released and may be deleted by an administrator",
+                ob.bucket_name().unwrap_or_default(), ob.name_any()
+            )).await;
+            Ok(Flow::Continue)
+        }
+        Step::ReleaseSecret => {
+            let meta = o.secret.take().ok_or(Error::MissingField("Secret"))?;
+            writes::release_child::<Secret>(&ctx.client, &meta).await?;
+            failpoint::hit("after-secret-released");
+            Ok(Flow::Continue)
+        }
+        Step::ReleaseConfigMap => {
+            let meta = o.config_map.take().ok_or(Error::MissingField("ConfigMap"))?;
+            writes::release_child::<ConfigMap>(&ctx.client, &meta).await?;
+            failpoint::hit("after-config-map-released");
+            Ok(Flow::Continue)
+        }
+        Step::RemoveClaimFinalizer => {
+            writes::remove_claim_finalizer(&ctx.client, &o.claim).await?;
+            Ok(Flow::Stop(Action::await_change()))
+        }
+    }
+}
+
+async fn timed<T>(
+    ctx: &Context<impl Provisioner>,
+    operation: &'static str,
+    call: impl Future<Output = Result<T, ProvisionError>>,
+) -> Result<T, ProvisionError> {
+    let started = Instant::now();
+    let result = call.await;
+    ctx.metrics.operation(operation, started.elapsed(), result.is_ok());
+    result
+}
+
+/// Builds the teardown request from the ObjectBucket, or, when provisioning
+/// died before the ObjectBucket existed, from the claim.
+fn teardown_request(o: &Observed) -> TeardownRequest {
+    let parameters = match &o.class {
+        ClassState::Ours(class) => class.parameters.clone().unwrap_or_default(),
+        _ => Default::default(),
+    };
+    let ob = o.ob.clone().filter(|ob| plan::claim_ref_matches(ob, &o.claim));
+    let bucket_name = ob
+        .as_ref()
+        .and_then(|ob| ob.bucket_name().map(str::to_owned))
+        .or_else(|| plan::fixed_bucket_name(&o.claim).map(str::to_owned))
+        .or_else(|| parameters.get(crate::api::BROWNFIELD_BUCKET_PARAMETER).cloned())
+        .unwrap_or_default();
+    TeardownRequest {
+        claim_namespace: o.claim.metadata.namespace.clone().unwrap_or_default(),
+        claim_name: o.claim.metadata.name.clone().unwrap_or_default(),
+        claim_uid: o.claim.metadata.uid.clone().unwrap_or_default(),
+        bucket_name,
+        storage_class_name: o.claim.spec.storage_class_name.clone(),
+        additional_state: ob
+            .as_ref()
+            .and_then(|ob| ob.spec.additional_state.clone())
+            .unwrap_or_default(),
+        parameters,
+        object_bucket: ob,
+    }
+}
+
+/// Shows a provisioner failure on the claim and turns it into the error
+/// that drives the retry.
+async fn provisioner_failed<P: Provisioner>(
+    o: &mut Observed,
+    ctx: &Context<P>,
+    operation: &'static str,
+    source: ProvisionError,
+) -> Error {
+    let (phase, reason) = match &source {
+        ProvisionError::Permanent { .. } => (ClaimPhase::Failed, "ProvisionerRejected"),
+        ProvisionError::Retryable { .. } => (ClaimPhase::Pending, "ProvisionerUnavailable"),
+    };
+    let problem = Problem {
+        reason,
+        message: format!("{operation} failed: {source}"),
+    };
+    if let Err(e) = show_problem(o, ctx, phase, &problem).await {
+        return e;
+    }
+    Error::Provisioner { operation, source }
+}
+
+/// Writes a problem into the claim's status and, when the status changes,
+/// an Event. Unchanged problems are not rewritten on every retry.
+async fn show_problem<P: Provisioner>(
+    o: &mut Observed,
+    ctx: &Context<P>,
+    phase: ClaimPhase,
+    problem: &Problem,
+) -> Result<()> {
+    // A claim being deleted keeps its phase; the message tells what blocks it.
+    let phase = if o.claim.metadata.deletion_timestamp.is_some() {
+        o.claim.status.as_ref().and_then(|s| s.phase).unwrap_or(phase)
+    } else {
+        phase
+    };
+    let desired = status::desired(&o.claim, phase, problem.reason, &problem.message);
+    if !status::differs(&o.claim, &desired) {
+        return Ok(());
+    }
+    match writes::write_claim_status(&ctx.client, &o.claim, &desired).await {
+        Ok(updated) => o.claim = updated,
+        // Deleted meanwhile: nothing to show it on.
+        Err(Error::Kube { source, .. }) if is_status(&source, 404) => return Ok(()),
+        Err(e) => return Err(e),
+    }
+    let type_ = if phase == ClaimPhase::Failed || problem.reason != "StorageClassNotFound" {
+        EventType::Warning
+    } else {
+        EventType::Normal
+    };
+    ctx.event(&o.claim, type_, problem.reason, "Provision", problem.message.clone()).await;
+    Ok(())
+}

@@ -1,0 +1,185 @@
+//! The reconcilers: claims ([`claim`]) and ObjectBuckets ([`bucket`]), the
+//! pure state machine they follow ([`plan`]), and status ([`status`]).
+
+pub(crate) mod bucket;
+pub(crate) mod claim;
+pub(crate) mod plan;
+pub(crate) mod status;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use backon::{BackoffBuilder, ExponentialBackoff, ExponentialBuilder};
+use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Client;
+use kube::core::PartialObjectMeta;
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Resource, ResourceExt};
+use tracing::{debug, warn};
+
+use crate::api::{ObjectBucket, ObjectBucketClaim};
+use crate::error::Error;
+use crate::metrics::Metrics;
+use crate::provisioner::{ProvisionError, Provisioner};
+
+/// Metadata caches of one kind of child, one store per watched namespace.
+pub(crate) struct ChildStores<K: Resource<DynamicType = ()> + Clone + 'static>(
+    pub Vec<Store<PartialObjectMeta<K>>>,
+);
+
+impl<K: Resource<DynamicType = ()> + Clone + 'static> ChildStores<K> {
+    pub(crate) fn get(&self, ns: &str, name: &str) -> Option<ObjectMeta> {
+        let key = ObjectRef::new(name).within(ns);
+        self.0
+            .iter()
+            .find_map(|s| s.get(&key))
+            .map(|m| m.metadata.clone())
+    }
+}
+
+/// Everything the reconcilers share.
+pub(crate) struct Context<P> {
+    pub client: Client,
+    pub provisioner: Arc<P>,
+    pub provisioner_name: String,
+    pub label: String,
+    pub classes: Store<StorageClass>,
+    pub buckets: Store<ObjectBucket>,
+    pub claims: Vec<Store<ObjectBucketClaim>>,
+    pub secrets: ChildStores<k8s_openapi::api::core::v1::Secret>,
+    pub config_maps: ChildStores<k8s_openapi::api::core::v1::ConfigMap>,
+    pub recorder: Recorder,
+    pub metrics: Arc<Metrics>,
+    pub backoff: Backoffs,
+    pub resync: Duration,
+    /// UIDs of claims whose `spec.objectBucketName` the apiserver pruned.
+    pub pruned_binds: Mutex<std::collections::HashSet<String>>,
+}
+
+impl<P: Provisioner> Context<P> {
+    /// Publishes an Event on the claim. Failing to publish never fails the
+    /// reconcile: the status carries the same message.
+    pub(crate) async fn event(
+        &self,
+        claim: &ObjectBucketClaim,
+        type_: EventType,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) {
+        let event = Event {
+            type_,
+            reason: reason.to_owned(),
+            note: Some(truncate(note, 1000)),
+            action: action.to_owned(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&event, &claim.object_ref(&())).await {
+            warn!(claim = %claim.name_any(), error = %e, "could not publish event");
+        }
+    }
+
+    /// Another claim or ObjectBucket that holds greenfield bucket `bucket`
+    /// before this claim does.
+    ///
+    /// The holder is decided by what is persisted (finalizer, fixed name,
+    /// creation time, UID), never by which reconcile runs first, so two
+    /// claims asking for one name get the same answer after any restart.
+    pub(crate) fn name_holder(&self, claim: &ObjectBucketClaim, bucket: &str) -> Option<String> {
+        if let Some(ob) = self.buckets.state().iter().find(|ob| {
+            ob.bucket_name() == Some(bucket) && !plan::claim_ref_matches(ob, claim)
+        }) {
+            let owner = ob
+                .spec
+                .claim_ref
+                .as_ref()
+                .map(|r| format!(" (claim {}/{})", r.namespace.as_deref().unwrap_or_default(), r.name.as_deref().unwrap_or_default()))
+                .unwrap_or_default();
+            return Some(format!("ObjectBucket {}{owner}", ob.name_any()));
+        }
+        let prepared = plan::has_finalizer(&claim.metadata);
+        let key = |c: &ObjectBucketClaim| (c.metadata.creation_timestamp.clone().map(|t| t.0), c.metadata.uid.clone());
+        self.claims
+            .iter()
+            .flat_map(|s| s.state())
+            .filter(|other| {
+                other.metadata.uid != claim.metadata.uid
+                    && plan::has_finalizer(&other.metadata)
+                    && plan::fixed_bucket_name(other) == Some(bucket)
+                    && (!prepared || key(other) < key(claim))
+            })
+            .map(|other| format!("claim {}/{}", other.namespace().unwrap_or_default(), other.name_any()))
+            .next()
+    }
+}
+
+fn truncate(mut s: String, max: usize) -> String {
+    if s.len() > max {
+        let mut end = max;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        s.truncate(end);
+    }
+    s
+}
+
+/// Per-object capped exponential backoff (with jitter), reset on success.
+pub(crate) struct Backoffs {
+    builder: ExponentialBuilder,
+    state: Mutex<HashMap<String, ExponentialBackoff>>,
+}
+
+impl Backoffs {
+    pub(crate) fn new(min: Duration, max: Duration) -> Self {
+        Self {
+            builder: ExponentialBuilder::default()
+                .with_min_delay(min)
+                .with_max_delay(max)
+                .with_jitter()
+                .without_max_times(),
+            state: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub(crate) fn next<K: Resource<DynamicType = ()>>(&self, key: &ObjectRef<K>) -> Duration {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        state
+            .entry(key.to_string())
+            .or_insert_with(|| self.builder.build())
+            .next()
+            .unwrap_or(Duration::from_secs(300))
+    }
+
+    pub(crate) fn reset<K: Resource<DynamicType = ()>>(&self, key: &ObjectRef<K>) {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        state.remove(&key.to_string());
+    }
+}
+
+/// What to do after a failed reconcile: conflicts retry at once (the next
+/// pass re-reads), everything else backs off per object.
+pub(crate) fn error_policy<K, P>(obj: Arc<K>, error: &Error, ctx: Arc<Context<P>>) -> Action
+where
+    K: Resource<DynamicType = ()>,
+{
+    let key = ObjectRef::from_obj(obj.as_ref());
+    let delay = match error {
+        Error::Conflict { .. } => Duration::from_millis(200),
+        Error::Provisioner {
+            source:
+                ProvisionError::Retryable {
+                    retry_after: Some(after),
+                    ..
+                },
+            ..
+        } => (*after).max(ctx.backoff.next(&key)),
+        _ => ctx.backoff.next(&key),
+    };
+    debug!(object = %key, error = %error, ?delay, "reconcile failed; retrying later");
+    Action::requeue(delay)
+}

@@ -1,0 +1,417 @@
+//! What step comes next, from observed states built by hand: fresh claims,
+//! every crash point of a provision, upgrades, bad input and deletion.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
+
+use super::*;
+use crate::api::{Endpoint, ObjectBucketClaimSpec, ObjectBucketClaimStatus, ObjectBucketSpec, ObjectBucketStatus};
+use crate::reconcile::status;
+use crate::provisioner::Credentials;
+
+const LABEL: &str = "example.com-bucket";
+
+fn claim(spec: ObjectBucketClaimSpec) -> ObjectBucketClaim {
+    let mut c = ObjectBucketClaim::new("photos", spec);
+    c.metadata.namespace = Some("team".into());
+    c.metadata.uid = Some("uid-1".into());
+    c.metadata.generation = Some(1);
+    c.metadata.resource_version = Some("1".into());
+    c
+}
+
+fn generated_claim() -> ObjectBucketClaim {
+    claim(ObjectBucketClaimSpec {
+        storage_class_name: "buckets".into(),
+        generate_bucket_name: Some("photos".into()),
+        ..Default::default()
+    })
+}
+
+fn class(params: &[(&str, &str)], reclaim: Option<&str>) -> ClassState {
+    let mut c = StorageClass::default();
+    c.metadata.name = Some("buckets".into());
+    c.provisioner = "example.com/bucket".into();
+    c.reclaim_policy = reclaim.map(str::to_owned);
+    c.parameters = Some(params.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect());
+    ClassState::Ours(Box::new(c))
+}
+
+fn observed(claim: ObjectBucketClaim, class: ClassState) -> Observed {
+    Observed {
+        claim,
+        class,
+        ob: None,
+        secret: None,
+        config_map: None,
+        name_holder: None,
+        access: None,
+        secret_synced: false,
+        config_map_synced: false,
+        torn_down: false,
+        bind_pruned: false,
+        label: LABEL.into(),
+    }
+}
+
+fn prepare(c: &mut ObjectBucketClaim, generated: Option<&str>) {
+    c.metadata.finalizers = Some(vec![FINALIZER.into()]);
+    c.metadata.labels = Some(BTreeMap::from([(PROVISIONER_LABEL.into(), LABEL.into())]));
+    if let Some(name) = generated {
+        c.metadata.annotations = Some(BTreeMap::from([(GENERATED_NAME_ANNOTATION.into(), name.into())]));
+    }
+}
+
+fn ob_for(c: &ObjectBucketClaim, bucket: &str, origin: Option<&str>) -> ObjectBucket {
+    let mut ob = ObjectBucket::new(
+        "obc-team-photos",
+        ObjectBucketSpec {
+            storage_class_name: "buckets".into(),
+            claim_ref: Some(ObjectReference {
+                name: c.metadata.name.clone(),
+                namespace: c.metadata.namespace.clone(),
+                uid: c.metadata.uid.clone(),
+                ..Default::default()
+            }),
+            endpoint: Some(Endpoint {
+                bucket_name: bucket.into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+    );
+    ob.metadata.finalizers = Some(vec![FINALIZER.into()]);
+    ob.metadata.labels = Some(BTreeMap::from([(PROVISIONER_LABEL.into(), LABEL.into())]));
+    if let Some(origin) = origin {
+        ob.metadata.annotations = Some(BTreeMap::from([(BUCKET_ORIGIN_ANNOTATION.into(), origin.into())]));
+    }
+    ob
+}
+
+fn child_of(c: &ObjectBucketClaim, adopted: bool) -> ObjectMeta {
+    ObjectMeta {
+        name: c.metadata.name.clone(),
+        namespace: c.metadata.namespace.clone(),
+        owner_references: Some(vec![OwnerReference {
+            kind: "ObjectBucketClaim".into(),
+            uid: c.metadata.uid.clone().unwrap_or_default(),
+            ..Default::default()
+        }]),
+        finalizers: adopted.then(|| vec![FINALIZER.into()]),
+        labels: adopted.then(|| BTreeMap::from([(PROVISIONER_LABEL.into(), LABEL.into())])),
+        ..Default::default()
+    }
+}
+
+fn access() -> BucketAccess {
+    BucketAccess::new("s3.local", 9000, Credentials::new("id", "secret"))
+}
+
+fn reason(step: Step) -> &'static str {
+    match step {
+        Step::Reject(p) | Step::Wait(p) => p.reason,
+        other => panic!("expected a problem, got {other:?}"),
+    }
+}
+
+/// Walks a fresh claim through the whole provision, applying each step's
+/// effect the way the executor records it.
+#[test]
+fn a_fresh_generated_claim_is_provisioned_in_order() {
+    let mut o = observed(generated_claim(), class(&[], None));
+    assert_eq!(next_step(&o), Step::PrepareClaim { generate_from: Some("photos".into()) });
+    prepare(&mut o.claim, Some("photos-abcd1234"));
+    assert_eq!(
+        next_step(&o),
+        Step::ObtainAccess { bucket_name: "photos-abcd1234".into(), origin: BucketOrigin::Greenfield }
+    );
+    o.access = Some(access());
+    assert_eq!(
+        next_step(&o),
+        Step::CreateObjectBucket {
+            bucket_name: "photos-abcd1234".into(),
+            origin: BucketOrigin::Greenfield,
+            reclaim_policy: ReclaimPolicy::Delete
+        }
+    );
+    o.ob = Some(ob_for(&o.claim, "photos-abcd1234", Some("greenfield")));
+    assert_eq!(next_step(&o), Step::WriteSecret);
+    o.secret = Some(child_of(&o.claim, true));
+    o.secret_synced = true;
+    assert_eq!(next_step(&o), Step::WriteConfigMap);
+    o.config_map = Some(child_of(&o.claim, true));
+    o.config_map_synced = true;
+    assert_eq!(next_step(&o), Step::BindClaim);
+    o.claim.spec.object_bucket_name = Some("obc-team-photos".into());
+    assert_eq!(next_step(&o), Step::MarkObjectBucketBound);
+    o.ob.as_mut().map(|ob| ob.status = Some(ObjectBucketStatus { phase: Some(BucketPhase::Bound) }));
+    assert_eq!(next_step(&o), Step::MarkClaimBound);
+    o.claim.status = Some(status::desired(&o.claim, ClaimPhase::Bound, "Provisioned", "ok"));
+    assert_eq!(next_step(&o), Step::Done);
+}
+
+fn bound_state() -> Observed {
+    let mut c = generated_claim();
+    prepare(&mut c, Some("photos-abcd1234"));
+    c.spec.object_bucket_name = Some("obc-team-photos".into());
+    c.status = Some(status::desired(&c, ClaimPhase::Bound, "Provisioned", "ok"));
+    let mut o = observed(c, class(&[], None));
+    let mut ob = ob_for(&o.claim, "photos-abcd1234", Some("greenfield"));
+    ob.status = Some(ObjectBucketStatus { phase: Some(BucketPhase::Bound) });
+    o.ob = Some(ob);
+    o.secret = Some(child_of(&o.claim, true));
+    o.config_map = Some(child_of(&o.claim, true));
+    o
+}
+
+#[test]
+fn a_bound_claim_needs_nothing_and_calls_no_provisioner() {
+    assert_eq!(next_step(&bound_state()), Step::Done);
+}
+
+#[test]
+fn a_bound_claim_survives_its_class_being_deleted() {
+    let mut o = bound_state();
+    o.class = ClassState::NotFound("buckets".into());
+    assert_eq!(next_step(&o), Step::Done);
+}
+
+#[test]
+fn crash_after_bucket_created_asks_again_for_the_same_name() {
+    // Claim prepared, provisioner ran, process died before the ObjectBucket.
+    let mut c = generated_claim();
+    prepare(&mut c, Some("photos-abcd1234"));
+    let o = observed(c, class(&[], None));
+    assert_eq!(
+        next_step(&o),
+        Step::ObtainAccess { bucket_name: "photos-abcd1234".into(), origin: BucketOrigin::Greenfield }
+    );
+}
+
+#[test]
+fn crash_after_object_bucket_created_needs_credentials_again() {
+    let mut o = bound_state();
+    o.claim.spec.object_bucket_name = None;
+    o.claim.status = None;
+    o.secret = None;
+    o.config_map = None;
+    assert!(matches!(next_step(&o), Step::ObtainAccess { .. }));
+    o.access = Some(access());
+    assert_eq!(next_step(&o), Step::WriteSecret);
+}
+
+#[test]
+fn crash_after_secret_written_needs_no_provisioner_call() {
+    let mut o = bound_state();
+    o.claim.spec.object_bucket_name = None;
+    o.config_map = None;
+    assert_eq!(next_step(&o), Step::WriteConfigMap);
+}
+
+#[test]
+fn secret_is_resynced_when_fresh_credentials_were_obtained() {
+    let mut o = bound_state();
+    o.ob = None;
+    o.access = Some(access());
+    assert!(matches!(next_step(&o), Step::CreateObjectBucket { .. }));
+    o.ob = Some(ob_for(&o.claim, "photos-abcd1234", Some("greenfield")));
+    assert_eq!(next_step(&o), Step::WriteSecret);
+}
+
+#[test]
+fn upgrade_objectbucketname_dropped_by_schema_is_repaired_not_reprovisioned() {
+    // A Go-library claim: generated name only in the OB, no annotation,
+    // spec.objectBucketName pruned, phase Bound.
+    let mut c = generated_claim();
+    prepare(&mut c, None);
+    c.status = Some(ObjectBucketClaimStatus { phase: Some(ClaimPhase::Bound), ..Default::default() });
+    let mut o = observed(c, class(&[], None));
+    o.ob = Some(ob_for(&o.claim, "photos-3c5a4e2f-8a4b", None));
+    o.secret = Some(child_of(&o.claim, true));
+    o.config_map = Some(child_of(&o.claim, true));
+    assert_eq!(next_step(&o), Step::AdoptObjectBucket { origin: BucketOrigin::Greenfield });
+    o.ob = Some(ob_for(&o.claim, "photos-3c5a4e2f-8a4b", Some("greenfield")));
+    assert_eq!(next_step(&o), Step::BindClaim);
+}
+
+#[test]
+fn upgrade_without_labels_or_finalizers_is_adopted() {
+    let mut o = bound_state();
+    o.claim.metadata.finalizers = None;
+    o.claim.metadata.labels = None;
+    o.claim.metadata.annotations = None;
+    o.claim.spec.bucket_name = Some("photos-abcd1234".into()); // written back by an old version
+    assert_eq!(next_step(&o), Step::PrepareClaim { generate_from: None });
+    prepare(&mut o.claim, None);
+    o.secret = Some(child_of(&o.claim, false));
+    o.config_map = Some(child_of(&o.claim, false));
+    assert_eq!(next_step(&o), Step::AdoptSecret);
+    o.secret = Some(child_of(&o.claim, true));
+    assert_eq!(next_step(&o), Step::AdoptConfigMap);
+}
+
+#[test]
+fn both_names_written_back_by_an_older_version_are_accepted() {
+    let mut c = generated_claim();
+    c.spec.bucket_name = Some("photos-abcde".into());
+    let o = observed(c, class(&[], None));
+    assert_eq!(next_step(&o), Step::PrepareClaim { generate_from: None });
+}
+
+#[test]
+fn both_names_set_by_a_user_are_rejected() {
+    let mut c = generated_claim();
+    c.spec.bucket_name = Some("other".into());
+    assert_eq!(reason(next_step(&observed(c, class(&[], None)))), "AmbiguousBucketName");
+}
+
+#[test]
+fn bad_input_is_rejected_before_anything_is_written() {
+    let cases: Vec<(ObjectBucketClaimSpec, ClassState, &str)> = vec![
+        (ObjectBucketClaimSpec { generate_bucket_name: Some("x".into()), ..Default::default() }, ClassState::Unnamed, "MissingStorageClass"),
+        (ObjectBucketClaimSpec { storage_class_name: "buckets".into(), ..Default::default() }, class(&[], None), "MissingBucketName"),
+        (ObjectBucketClaimSpec { storage_class_name: "buckets".into(), bucket_name: Some("Bad_Name".into()), ..Default::default() }, class(&[], None), "InvalidBucketName"),
+        (ObjectBucketClaimSpec { storage_class_name: "buckets".into(), generate_bucket_name: Some("UPPER".into()), ..Default::default() }, class(&[], None), "InvalidBucketName"),
+        (ObjectBucketClaimSpec { storage_class_name: "buckets".into(), bucket_name: Some("ok-name".into()), ..Default::default() }, class(&[], Some("Recycle")), "InvalidReclaimPolicy"),
+        (ObjectBucketClaimSpec { storage_class_name: "buckets".into(), bucket_name: Some("other".into()), ..Default::default() }, class(&[("bucketName", "shared")], None), "BucketNameMismatch"),
+        (ObjectBucketClaimSpec { storage_class_name: "buckets".into(), ..Default::default() }, class(&[("bucketName", "NOT_VALID")], None), "InvalidBucketName"),
+    ];
+    for (spec, class, expected) in cases {
+        let o = observed(claim(spec.clone()), class);
+        assert_eq!(reason(next_step(&o)), expected, "{spec:?}");
+    }
+}
+
+#[test]
+fn an_unknown_class_waits() {
+    let o = observed(generated_claim(), ClassState::NotFound("buckets".into()));
+    assert!(matches!(next_step(&o), Step::Wait(p) if p.reason == "StorageClassNotFound"));
+}
+
+#[test]
+fn a_foreign_class_is_ignored() {
+    assert_eq!(next_step(&observed(generated_claim(), ClassState::Foreign)), Step::Ignore);
+}
+
+#[test]
+fn a_name_held_by_another_claim_is_rejected() {
+    let mut c = generated_claim();
+    c.spec.generate_bucket_name = None;
+    c.spec.bucket_name = Some("shared-name".into());
+    let mut o = observed(c, class(&[], None));
+    o.name_holder = Some("claim other/first".into());
+    assert_eq!(reason(next_step(&o)), "BucketNameTaken");
+}
+
+#[test]
+fn foreign_secret_or_configmap_is_a_conflict() {
+    let mut o = observed(generated_claim(), class(&[], None));
+    o.secret = Some(ObjectMeta { name: Some("photos".into()), ..Default::default() });
+    assert_eq!(reason(next_step(&o)), "NameConflict");
+}
+
+#[test]
+fn an_object_bucket_of_an_earlier_claim_blocks_a_new_one() {
+    let mut o = observed(generated_claim(), class(&[], None));
+    let mut earlier = o.claim.clone();
+    earlier.metadata.uid = Some("uid-0".into());
+    o.ob = Some(ob_for(&earlier, "photos-old", Some("greenfield")));
+    assert_eq!(reason(next_step(&o)), "ObjectBucketTaken");
+}
+
+#[test]
+fn a_bound_claim_whose_object_bucket_vanished_never_gets_a_second_generated_name() {
+    let mut o = bound_state();
+    o.ob = None;
+    o.claim.metadata.annotations = None;
+    assert_eq!(reason(next_step(&o)), "ObjectBucketMissing");
+}
+
+#[test]
+fn brownfield_grants_access_to_the_class_bucket() {
+    let mut c = claim(ObjectBucketClaimSpec { storage_class_name: "buckets".into(), ..Default::default() });
+    prepare(&mut c, None);
+    let o = observed(c, class(&[("bucketName", "shared-data")], None));
+    assert_eq!(
+        next_step(&o),
+        Step::ObtainAccess { bucket_name: "shared-data".into(), origin: BucketOrigin::Brownfield }
+    );
+}
+
+fn deleting(mut o: Observed) -> Observed {
+    o.claim.metadata.deletion_timestamp = Some(Time(jiff::Timestamp::now()));
+    o
+}
+
+#[test]
+fn deletion_with_reclaim_delete_deletes_then_releases_children_then_the_finalizer() {
+    let mut o = deleting(bound_state());
+    o.ob.as_mut().map(|ob| ob.spec.reclaim_policy = ReclaimPolicy::Delete);
+    assert_eq!(next_step(&o), Step::Teardown { delete_bucket: true });
+    o.torn_down = true;
+    assert_eq!(next_step(&o), Step::DeleteObjectBucket);
+    o.ob = None;
+    assert_eq!(next_step(&o), Step::ReleaseSecret);
+    o.secret = None;
+    assert_eq!(next_step(&o), Step::ReleaseConfigMap);
+    o.config_map = None;
+    assert_eq!(next_step(&o), Step::RemoveClaimFinalizer);
+}
+
+#[test]
+fn deletion_with_reclaim_retain_revokes_and_releases() {
+    let mut o = deleting(bound_state());
+    o.ob.as_mut().map(|ob| ob.spec.reclaim_policy = ReclaimPolicy::Retain);
+    assert_eq!(next_step(&o), Step::Teardown { delete_bucket: false });
+    o.torn_down = true;
+    assert_eq!(next_step(&o), Step::ReleaseObjectBucket);
+    // After a crash: Released already, so no second teardown.
+    let mut again = deleting(bound_state());
+    let ob = again.ob.as_mut().expect("ob");
+    ob.spec.reclaim_policy = ReclaimPolicy::Retain;
+    ob.status = Some(ObjectBucketStatus { phase: Some(BucketPhase::Released) });
+    ob.metadata.finalizers = None;
+    assert_eq!(next_step(&again), Step::ReleaseSecret);
+}
+
+#[test]
+fn brownfield_deletion_only_revokes() {
+    let mut o = deleting(bound_state());
+    o.ob = Some(ob_for(&o.claim, "shared-data", Some("brownfield")));
+    assert_eq!(next_step(&o), Step::Teardown { delete_bucket: false });
+}
+
+#[test]
+fn unknown_origin_with_the_class_gone_is_treated_as_brownfield() {
+    let mut o = deleting(bound_state());
+    o.ob = Some(ob_for(&o.claim, "photos-abcd1234", None));
+    o.class = ClassState::NotFound("buckets".into());
+    assert_eq!(next_step(&o), Step::Teardown { delete_bucket: false });
+}
+
+#[test]
+fn deletion_after_a_crash_before_the_object_bucket_tears_down_by_name() {
+    let mut c = generated_claim();
+    prepare(&mut c, Some("photos-abcd1234"));
+    let mut o = deleting(observed(c, class(&[], None)));
+    assert_eq!(next_step(&o), Step::Teardown { delete_bucket: true });
+    o.torn_down = true;
+    assert_eq!(next_step(&o), Step::RemoveClaimFinalizer);
+}
+
+#[test]
+fn deletion_of_a_never_prepared_claim_touches_nothing() {
+    let o = deleting(observed(generated_claim(), class(&[], None)));
+    assert_eq!(next_step(&o), Step::Done);
+}
+
+#[test]
+fn a_schema_that_drops_objectbucketname_does_not_loop() {
+    let mut o = bound_state();
+    o.claim.spec.object_bucket_name = None;
+    assert_eq!(next_step(&o), Step::BindClaim);
+    o.bind_pruned = true;
+    assert_eq!(next_step(&o), Step::Done);
+}

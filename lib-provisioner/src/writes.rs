@@ -1,0 +1,415 @@
+//! Every Kubernetes write the library makes, one function each.
+//!
+//! Each write is idempotent on its own: creates treat "already exists" as a
+//! reason to read and adopt, deletes treat "not found" as done, and metadata
+//! patches carry the `resourceVersion` they were computed from, so a
+//! concurrent writer causes a 409 (re-read and retry), never a lost update.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::{Client, Resource, ResourceExt};
+use serde_json::json;
+
+use crate::api::{
+    BUCKET_ORIGIN_ANNOTATION, BucketOrigin, BucketPhase, Endpoint, FINALIZER,
+    GENERATED_NAME_ANNOTATION, ObjectBucket, ObjectBucketClaim, ObjectBucketClaimStatus,
+    ObjectBucketSpec, ObjectBucketStatus, PROVISIONER_LABEL, ReclaimPolicy, config_map_keys,
+    secret_keys,
+};
+use crate::error::{Error, Result, is_status};
+use crate::provisioner::{BucketAccess, Credentials};
+
+/// Field manager recorded on every write.
+pub const FIELD_MANAGER: &str = "lib-provisioner";
+
+fn claim_api(client: &Client, claim: &ObjectBucketClaim) -> Result<Api<ObjectBucketClaim>> {
+    let ns = claim.namespace().ok_or(Error::MissingField("claim namespace"))?;
+    Ok(Api::namespaced(client.clone(), &ns))
+}
+
+/// The owner reference that makes a child garbage-collected with its claim.
+pub(crate) fn owner_reference(claim: &ObjectBucketClaim) -> Result<OwnerReference> {
+    claim
+        .controller_owner_ref(&())
+        .ok_or(Error::MissingField("claim uid"))
+}
+
+/// Metadata patch that adds `FINALIZER` and the label (and optionally an
+/// annotation), guarded by `resourceVersion`.
+fn adopt_patch(meta: &ObjectMeta, label: &str, annotations: BTreeMap<&str, &str>) -> serde_json::Value {
+    let mut finalizers = meta.finalizers.clone().unwrap_or_default();
+    if !finalizers.iter().any(|f| f == FINALIZER) {
+        finalizers.push(FINALIZER.to_owned());
+    }
+    let mut patch = json!({
+        "metadata": {
+            "resourceVersion": meta.resource_version,
+            "finalizers": finalizers,
+            "labels": { PROVISIONER_LABEL: label },
+        }
+    });
+    if !annotations.is_empty() {
+        patch["metadata"]["annotations"] = json!(annotations);
+    }
+    patch
+}
+
+/// Metadata patch that removes `FINALIZER`, guarded by `resourceVersion`.
+fn release_patch(meta: &ObjectMeta) -> serde_json::Value {
+    let finalizers: Vec<String> = meta
+        .finalizers
+        .iter()
+        .flatten()
+        .filter(|f| *f != FINALIZER)
+        .cloned()
+        .collect();
+    json!({ "metadata": { "resourceVersion": meta.resource_version, "finalizers": finalizers } })
+}
+
+fn params() -> PatchParams {
+    PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..Default::default()
+    }
+}
+
+fn post_params() -> PostParams {
+    PostParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..Default::default()
+    }
+}
+
+/// Adds finalizer and label to the claim and persists a generated bucket name.
+pub(crate) async fn prepare_claim(
+    client: &Client,
+    claim: &ObjectBucketClaim,
+    label: &str,
+    generated_name: Option<&str>,
+) -> Result<ObjectBucketClaim> {
+    let annotations = generated_name
+        .map(|n| BTreeMap::from([(GENERATED_NAME_ANNOTATION, n)]))
+        .unwrap_or_default();
+    let patch = adopt_patch(&claim.metadata, label, annotations);
+    claim_api(client, claim)?
+        .patch(&claim.name_any(), &params(), &Patch::Merge(patch))
+        .await
+        .map_err(Error::kube("add the finalizer to the claim"))
+}
+
+/// Records `spec.objectBucketName`.
+pub(crate) async fn bind_claim(
+    client: &Client,
+    claim: &ObjectBucketClaim,
+    ob_name: &str,
+) -> Result<ObjectBucketClaim> {
+    let patch = json!({
+        "metadata": { "resourceVersion": claim.metadata.resource_version },
+        "spec": { "objectBucketName": ob_name }
+    });
+    claim_api(client, claim)?
+        .patch(&claim.name_any(), &params(), &Patch::Merge(patch))
+        .await
+        .map_err(Error::kube("record spec.objectBucketName on the claim"))
+}
+
+/// Writes the claim's status through the status subresource; falls back to
+/// the main resource for CRDs that have no status subresource.
+pub(crate) async fn write_claim_status(
+    client: &Client,
+    claim: &ObjectBucketClaim,
+    status: &ObjectBucketClaimStatus,
+) -> Result<ObjectBucketClaim> {
+    let api = claim_api(client, claim)?;
+    let patch = Patch::Merge(json!({ "status": status }));
+    match api.patch_status(&claim.name_any(), &params(), &patch).await {
+        Err(e) if is_status(&e, 404) => api
+            .patch(&claim.name_any(), &params(), &patch)
+            .await
+            .map_err(Error::kube("write the claim's status")),
+        other => other.map_err(Error::kube("write the claim's status")),
+    }
+}
+
+/// Removes the claim's finalizer: the last write of a deletion.
+pub(crate) async fn remove_claim_finalizer(client: &Client, claim: &ObjectBucketClaim) -> Result<()> {
+    match claim_api(client, claim)?
+        .patch(&claim.name_any(), &params(), &Patch::Merge(release_patch(&claim.metadata)))
+        .await
+    {
+        Err(e) if is_status(&e, 404) => Ok(()),
+        other => other.map(|_| ()).map_err(Error::kube("remove the claim's finalizer")),
+    }
+}
+
+/// What an ObjectBucket is created from.
+pub(crate) struct NewObjectBucket<'a> {
+    pub name: &'a str,
+    pub claim: &'a ObjectBucketClaim,
+    pub class_name: &'a str,
+    pub bucket_name: &'a str,
+    pub origin: BucketOrigin,
+    pub reclaim_policy: ReclaimPolicy,
+    pub access: &'a BucketAccess,
+    pub label: &'a str,
+}
+
+/// Creates the ObjectBucket, or returns the one that exists already (the
+/// caller checks whom it is bound to).
+pub(crate) async fn create_object_bucket(client: &Client, new: NewObjectBucket<'_>) -> Result<ObjectBucket> {
+    let api: Api<ObjectBucket> = Api::all(client.clone());
+    let mut ob = ObjectBucket::new(
+        new.name,
+        ObjectBucketSpec {
+            storage_class_name: new.class_name.to_owned(),
+            reclaim_policy: new.reclaim_policy,
+            claim_ref: Some(claim_ref(new.claim)),
+            endpoint: Some(Endpoint {
+                bucket_name: new.bucket_name.to_owned(),
+                ..new.access.endpoint.clone()
+            }),
+            additional_state: Some(new.access.additional_state.clone()),
+            authentication: None,
+        },
+    );
+    ob.metadata.finalizers = Some(vec![FINALIZER.to_owned()]);
+    ob.metadata.labels = Some(BTreeMap::from([(PROVISIONER_LABEL.to_owned(), new.label.to_owned())]));
+    ob.metadata.annotations = Some(BTreeMap::from([(
+        BUCKET_ORIGIN_ANNOTATION.to_owned(),
+        new.origin.as_str().to_owned(),
+    )]));
+    match api.create(&post_params(), &ob).await {
+        Err(e) if is_status(&e, 409) => api
+            .get(new.name)
+            .await
+            .map_err(Error::kube("read the existing ObjectBucket")),
+        other => other.map_err(Error::kube("create the ObjectBucket")),
+    }
+}
+
+fn claim_ref(claim: &ObjectBucketClaim) -> ObjectReference {
+    ObjectReference {
+        api_version: Some(ObjectBucketClaim::api_version(&()).into_owned()),
+        kind: Some(ObjectBucketClaim::kind(&()).into_owned()),
+        name: claim.metadata.name.clone(),
+        namespace: claim.metadata.namespace.clone(),
+        uid: claim.metadata.uid.clone(),
+        ..Default::default()
+    }
+}
+
+/// Gives an ObjectBucket bound to the claim our finalizer, label and origin.
+pub(crate) async fn adopt_object_bucket(
+    client: &Client,
+    ob: &ObjectBucket,
+    label: &str,
+    origin: BucketOrigin,
+) -> Result<ObjectBucket> {
+    let patch = adopt_patch(
+        &ob.metadata,
+        label,
+        BTreeMap::from([(BUCKET_ORIGIN_ANNOTATION, origin.as_str())]),
+    );
+    Api::<ObjectBucket>::all(client.clone())
+        .patch(&ob.name_any(), &params(), &Patch::Merge(patch))
+        .await
+        .map_err(Error::kube("take over the ObjectBucket"))
+}
+
+/// Sets the ObjectBucket's status phase.
+pub(crate) async fn set_object_bucket_phase(
+    client: &Client,
+    ob: &ObjectBucket,
+    phase: BucketPhase,
+) -> Result<ObjectBucket> {
+    let api: Api<ObjectBucket> = Api::all(client.clone());
+    let patch = Patch::Merge(json!({ "status": ObjectBucketStatus { phase: Some(phase) } }));
+    match api.patch_status(&ob.name_any(), &params(), &patch).await {
+        Err(e) if is_status(&e, 404) && ob.metadata.deletion_timestamp.is_none() => api
+            .patch(&ob.name_any(), &params(), &patch)
+            .await
+            .map_err(Error::kube("write the ObjectBucket's status")),
+        other => other.map_err(Error::kube("write the ObjectBucket's status")),
+    }
+}
+
+/// Removes the ObjectBucket's finalizer; gone already counts as done.
+pub(crate) async fn release_object_bucket(client: &Client, ob: &ObjectBucket) -> Result<Option<ObjectBucket>> {
+    match Api::<ObjectBucket>::all(client.clone())
+        .patch(&ob.name_any(), &params(), &Patch::Merge(release_patch(&ob.metadata)))
+        .await
+    {
+        Err(e) if is_status(&e, 404) => Ok(None),
+        other => other.map(Some).map_err(Error::kube("remove the ObjectBucket's finalizer")),
+    }
+}
+
+/// Deletes the ObjectBucket (after its finalizer is gone).
+pub(crate) async fn delete_object_bucket(client: &Client, name: &str) -> Result<()> {
+    match Api::<ObjectBucket>::all(client.clone())
+        .delete(name, &DeleteParams::default())
+        .await
+    {
+        Err(e) if is_status(&e, 404) => Ok(()),
+        other => other.map(|_| ()).map_err(Error::kube("delete the ObjectBucket")),
+    }
+}
+
+/// A child object (Secret or ConfigMap) named after the claim.
+pub(crate) trait Child:
+    Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+    + Clone
+    + serde::Serialize
+    + serde::de::DeserializeOwned
+    + std::fmt::Debug
+    + Send
+    + Sync
+    + 'static
+{
+    const KIND: &'static str;
+    /// Whether the object's payload equals that of `desired`.
+    fn same_payload(&self, desired: &Self) -> bool;
+    /// Moves the payload of `desired` into `self`.
+    fn take_payload(&mut self, desired: Self);
+}
+
+impl Child for Secret {
+    const KIND: &'static str = "Secret";
+    fn same_payload(&self, desired: &Self) -> bool {
+        self.data == desired.data
+    }
+    fn take_payload(&mut self, desired: Self) {
+        self.data = desired.data;
+        self.string_data = None;
+    }
+}
+
+impl Child for ConfigMap {
+    const KIND: &'static str = "ConfigMap";
+    fn same_payload(&self, desired: &Self) -> bool {
+        self.data == desired.data
+    }
+    fn take_payload(&mut self, desired: Self) {
+        self.data = desired.data;
+    }
+}
+
+fn child_meta(claim: &ObjectBucketClaim, label: &str) -> Result<ObjectMeta> {
+    Ok(ObjectMeta {
+        name: claim.metadata.name.clone(),
+        namespace: claim.metadata.namespace.clone(),
+        labels: Some(BTreeMap::from([(PROVISIONER_LABEL.to_owned(), label.to_owned())])),
+        finalizers: Some(vec![FINALIZER.to_owned()]),
+        owner_references: Some(vec![owner_reference(claim)?]),
+        ..Default::default()
+    })
+}
+
+/// The claim's Secret.
+pub(crate) fn secret(claim: &ObjectBucketClaim, label: &str, credentials: &Credentials) -> Result<Secret> {
+    Ok(Secret {
+        metadata: child_meta(claim, label)?,
+        type_: Some("Opaque".to_owned()),
+        data: Some(BTreeMap::from([
+            (
+                secret_keys::ACCESS_KEY_ID.to_owned(),
+                ByteString(credentials.access_key_id.clone().into_bytes()),
+            ),
+            (
+                secret_keys::SECRET_ACCESS_KEY.to_owned(),
+                ByteString(credentials.secret_access_key.clone().into_bytes()),
+            ),
+        ])),
+        ..Default::default()
+    })
+}
+
+/// The claim's ConfigMap, from the ObjectBucket's endpoint.
+pub(crate) fn config_map(claim: &ObjectBucketClaim, label: &str, endpoint: &Endpoint) -> Result<ConfigMap> {
+    let mut data: BTreeMap<String, String> = endpoint.additional_config.clone();
+    data.extend([
+        (config_map_keys::BUCKET_HOST.to_owned(), endpoint.bucket_host.clone()),
+        (config_map_keys::BUCKET_PORT.to_owned(), endpoint.bucket_port.to_string()),
+        (config_map_keys::BUCKET_NAME.to_owned(), endpoint.bucket_name.clone()),
+        (config_map_keys::BUCKET_REGION.to_owned(), endpoint.region.clone()),
+        (config_map_keys::BUCKET_SUBREGION.to_owned(), endpoint.sub_region.clone()),
+    ]);
+    Ok(ConfigMap {
+        metadata: child_meta(claim, label)?,
+        data: Some(data),
+        ..Default::default()
+    })
+}
+
+/// Creates the child, or makes an existing one that this claim owns carry
+/// the desired payload. An update replaces the payload in one atomic write,
+/// so a reader sees either the old credentials or the new, never none.
+pub(crate) async fn write_child<K: Child>(client: &Client, claim: &ObjectBucketClaim, desired: K) -> Result<ObjectMeta> {
+    let ns = claim.namespace().ok_or(Error::MissingField("claim namespace"))?;
+    let api: Api<K> = Api::namespaced(client.clone(), &ns);
+    let name = claim.name_any();
+    match api.create(&post_params(), &desired).await {
+        Ok(created) => return Ok(created.meta().clone()),
+        Err(e) if is_status(&e, 409) => {}
+        Err(e) => return Err(Error::kube("create the claim's Secret or ConfigMap")(e)),
+    }
+    let mut existing = api
+        .get(&name)
+        .await
+        .map_err(Error::kube("read the claim's existing Secret or ConfigMap"))?;
+    if !crate::reconcile::plan::owned_by(existing.meta(), claim) {
+        return Err(Error::InvalidClaim(format!(
+            "a {} named {name:?} exists and does not belong to this claim: rename or delete it",
+            K::KIND
+        )));
+    }
+    if existing.same_payload(&desired) {
+        return Ok(existing.meta().clone());
+    }
+    existing.take_payload(desired);
+    api.replace(&name, &post_params(), &existing)
+        .await
+        .map(|k| k.meta().clone())
+        .map_err(Error::kube("update the claim's Secret or ConfigMap"))
+}
+
+/// Gives an existing child our finalizer and label.
+pub(crate) async fn adopt_child<K: Child>(client: &Client, meta: &ObjectMeta, label: &str) -> Result<ObjectMeta> {
+    let ns = meta.namespace.as_deref().ok_or(Error::MissingField("namespace"))?;
+    let name = meta.name.as_deref().ok_or(Error::MissingField("name"))?;
+    Api::<K>::namespaced(client.clone(), ns)
+        .patch(name, &params(), &Patch::Merge(adopt_patch(meta, label, BTreeMap::new())))
+        .await
+        .map(|k| k.meta().clone())
+        .map_err(Error::kube("take over the claim's Secret or ConfigMap"))
+}
+
+/// Removes our finalizer from a child and deletes it. Garbage collection
+/// would delete it with the claim; deleting it here revokes readers' view of
+/// the credentials as soon as the bucket access is revoked.
+pub(crate) async fn release_child<K: Child>(client: &Client, meta: &ObjectMeta) -> Result<()> {
+    let ns = meta.namespace.as_deref().ok_or(Error::MissingField("namespace"))?;
+    let name = meta.name.as_deref().ok_or(Error::MissingField("name"))?;
+    let api = Api::<K>::namespaced(client.clone(), ns);
+    if crate::reconcile::plan::has_finalizer(meta) {
+        match api
+            .patch(name, &params(), &Patch::Merge(release_patch(meta)))
+            .await
+        {
+            Err(e) if is_status(&e, 404) => return Ok(()),
+            other => other
+                .map(|_| ())
+                .map_err(Error::kube("remove the finalizer of the claim's Secret or ConfigMap"))?,
+        }
+    }
+    match api.delete(name, &DeleteParams::default()).await {
+        Err(e) if is_status(&e, 404) => Ok(()),
+        other => other
+            .map(|_| ())
+            .map_err(Error::kube("delete the claim's Secret or ConfigMap")),
+    }
+}
