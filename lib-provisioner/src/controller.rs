@@ -265,6 +265,8 @@ impl<P: Provisioner> ControllerBuilder<P> {
             });
         }
         let claim_stores: Vec<Store<ObjectBucketClaim>> = scopes.iter().map(|s| s.claims.clone()).collect();
+        let claim_namespaces: Vec<Option<String>> = scopes.iter().map(|s| s.namespace.clone()).collect();
+        let claim_client = client.clone();
         metrics.watch_claims(claim_stores.clone());
 
         let reporter = Reporter {
@@ -339,8 +341,23 @@ impl<P: Provisioner> ControllerBuilder<P> {
             tasks.push(controller.boxed());
         }
         if let Some(bucket_events) = bucket_subscriptions.pop() {
-            let controller = Controller::for_shared_stream(bucket_events, buckets.clone())
-                .with_config(controller_config)
+            let mut controller = Controller::for_shared_stream(bucket_events, buckets.clone())
+                .with_config(controller_config);
+            // A claim that disappears leaves its ObjectBucket unchanged; only
+            // the claim's deletion event can tell the ObjectBucket reconciler
+            // to look (metadata only, and no cache: it is just a trigger).
+            for namespace in &claim_namespaces {
+                let api: Api<PartialObjectMeta<ObjectBucketClaim>> = match namespace {
+                    Some(ns) => Api::namespaced(claim_client.clone(), ns),
+                    None => Api::all(claim_client.clone()),
+                };
+                let trigger = watcher(api, wc.clone()).default_backoff().touched_objects();
+                controller = controller.watches_stream(trigger, |claim: PartialObjectMeta<ObjectBucketClaim>| {
+                    let (ns, name) = (claim.metadata.namespace?, claim.metadata.name?);
+                    Some(ObjectRef::new(&names::object_bucket_name(&ns, &name)))
+                });
+            }
+            let controller = controller
                 .graceful_shutdown_on(stopped(stop.clone()))
                 .run(bucket::reconcile, reconcile::error_policy, ctx.clone())
                 .for_each(|result| async move {
@@ -388,14 +405,18 @@ impl<P: Provisioner> ControllerBuilder<P> {
     }
 }
 
-fn log_controller_error<E: std::error::Error>(what: &str, e: &E) {
-    // Reconcile errors are already on the claim (status, events) and in
-    // metrics; keep the log at debug unless it is the machinery failing.
-    let text = e.to_string();
-    if text.contains("reconciler for object") {
-        tracing::debug!(controller = what, error = %text, "reconcile failed");
-    } else {
-        warn!(controller = what, error = %text, "controller error");
+fn log_controller_error<R, Q>(what: &str, e: &kube::runtime::controller::Error<R, Q>)
+where
+    R: std::error::Error + 'static,
+    Q: std::error::Error + 'static,
+{
+    use kube::runtime::controller::Error as E;
+    match e {
+        // Already on the object (status, events) and in metrics.
+        E::ReconcilerFailed(err, obj) => tracing::debug!(controller = what, object = %obj, error = %err, "reconcile failed"),
+        // Deleted between the trigger and the reconcile: nothing to do.
+        E::ObjectNotFound(obj) => tracing::debug!(controller = what, object = %obj, "object is gone"),
+        other => warn!(controller = what, error = %other, "controller error"),
     }
 }
 

@@ -1,1 +1,381 @@
-fn main() {}
+//! `sample-provisioner`: serves ObjectBucketClaims of StorageClasses naming
+//! it, creating buckets on an S3-compatible store. See
+//! `docs/sample-provisioner.md`.
+
+use std::io::IsTerminal;
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{ArgAction, Parser, ValueEnum};
+use lib_provisioner::leader::LeaderElection;
+use lib_provisioner::{ControllerBuilder, names};
+use sample_provisioner::S3Provisioner;
+use tokio::signal::unix::{SignalKind, signal};
+use tracing::{error, info, warn};
+use tracing_subscriber::EnvFilter;
+
+/// Exit code for a usage or configuration error.
+const EXIT_CONFIG: u8 = 2;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "sample-provisioner",
+    version,
+    about = "Object bucket provisioner for S3-compatible stores (objectbucket.io/v1alpha1)",
+    long_about = "Object bucket provisioner for S3-compatible stores.\n\n\
+        Serves ObjectBucketClaims whose StorageClass names this provisioner: creates the \
+        bucket on the store given by the class's `endpoint` parameter, and writes a Secret \
+        (credentials) and a ConfigMap (endpoint) named after the claim. Each flag can also \
+        be set through the environment variable shown."
+)]
+struct Cli {
+    /// Provisioner name: only StorageClasses whose `provisioner` field is exactly this are served.
+    #[arg(
+        long,
+        env = "OBC_PROVISIONER_NAME",
+        default_value = "objectbucket.io/sample-s3"
+    )]
+    provisioner_name: String,
+
+    /// Namespaces whose claims are served, comma-separated (team-a,team-b). Empty or unset: all namespaces.
+    #[arg(
+        long,
+        env = "OBC_NAMESPACES",
+        value_delimiter = ',',
+        value_name = "NS[,NS...]"
+    )]
+    namespaces: Vec<String>,
+
+    /// Claims reconciled at once (0: no limit).
+    #[arg(long, env = "OBC_CONCURRENCY", default_value_t = 4)]
+    concurrency: u16,
+
+    /// Take part in leader election through a Lease, so that only one replica acts. Disable only when running a single replica.
+    #[arg(
+        long,
+        env = "OBC_LEADER_ELECT",
+        value_name = "BOOL",
+        default_value_t = true,
+        action = ArgAction::Set,
+        num_args = 0..=1,
+        default_missing_value = "true"
+    )]
+    leader_elect: bool,
+
+    /// Namespace of the leader-election Lease (in a pod: set POD_NAMESPACE from the downward API).
+    #[arg(long, env = "POD_NAMESPACE", default_value = "obc-system")]
+    lease_namespace: String,
+
+    /// Name of the leader-election Lease. Default: the provisioner name with '/' replaced by '-' (objectbucket.io-sample-s3), so that provisioners of different names never share a Lease.
+    #[arg(long, env = "OBC_LEASE_NAME")]
+    lease_name: Option<String>,
+
+    /// This replica's identity in the Lease (in a pod: set POD_NAME from the downward API). Default: the host name, else a random name.
+    #[arg(long, env = "POD_NAME")]
+    identity: Option<String>,
+
+    /// How long the Lease stays valid without renewal; the leader renews every third of it. A leader that cannot renew in time exits.
+    #[arg(
+        long,
+        env = "OBC_LEASE_DURATION_SECONDS",
+        default_value_t = 15,
+        value_name = "SECONDS",
+        value_parser = clap::value_parser!(u64).range(3..=3600)
+    )]
+    lease_duration_seconds: u64,
+
+    /// Address of the HTTP server for /metrics (Prometheus), /healthz and /readyz.
+    #[arg(
+        long,
+        env = "OBC_METRICS_ADDR",
+        default_value = "0.0.0.0:8080",
+        value_name = "ADDR:PORT"
+    )]
+    metrics_addr: SocketAddr,
+
+    /// Do not start the metrics and health server (the Deployment's probes then fail).
+    #[arg(long, env = "OBC_NO_METRICS")]
+    no_metrics: bool,
+
+    /// Log format: `text` for people, `json` (one object per line) for log collectors.
+    #[arg(long, env = "OBC_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+
+    /// Log filter, RUST_LOG syntax: a level (info, debug) or directives (info,sample_provisioner=debug,lib_provisioner=debug).
+    #[arg(long, env = "RUST_LOG", default_value = "info", value_name = "FILTER")]
+    log_level: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+impl Cli {
+    fn namespaces(&self) -> Vec<String> {
+        self.namespaces
+            .iter()
+            .map(|n| n.trim())
+            .filter(|n| !n.is_empty())
+            .map(str::to_owned)
+            .collect()
+    }
+
+    fn lease_name(&self) -> String {
+        self.lease_name
+            .clone()
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(|| names::provisioner_label_value(&self.provisioner_name))
+    }
+
+    fn identity(&self) -> String {
+        self.identity
+            .clone()
+            .filter(|i| !i.is_empty())
+            .or_else(|| {
+                hostname::get()
+                    .ok()
+                    .and_then(|h| h.into_string().ok())
+                    .filter(|h| !h.is_empty())
+            })
+            .unwrap_or_else(random_identity)
+    }
+
+    /// Checks what clap cannot.
+    fn validate(&self) -> Result<(), String> {
+        if self.provisioner_name.trim().is_empty() {
+            return Err("--provisioner-name must not be empty".into());
+        }
+        Ok(())
+    }
+}
+
+fn random_identity() -> String {
+    use rand::Rng;
+    use rand::distr::Alphanumeric;
+    let suffix: String = rand::rng()
+        .sample_iter(&Alphanumeric)
+        .take(8)
+        .map(|b| char::from(b).to_ascii_lowercase())
+        .collect();
+    format!("sample-provisioner-{suffix}")
+}
+
+fn init_tracing(cli: &Cli) -> Result<(), String> {
+    let filter = EnvFilter::try_new(&cli.log_level).map_err(|e| {
+        format!(
+            "--log-level (RUST_LOG) {:?} is not a valid filter: {e}",
+            cli.log_level
+        )
+    })?;
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    let result = match cli.log_format {
+        LogFormat::Text => builder
+            .with_ansi(std::io::stdout().is_terminal())
+            .try_init(),
+        LogFormat::Json => builder.json().with_current_span(false).try_init(),
+    };
+    result.map_err(|e| format!("could not set up logging: {e}"))
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if let Err(e) = cli.validate().and_then(|()| init_tracing(&cli)) {
+        eprintln!("sample-provisioner: {e}");
+        return ExitCode::from(EXIT_CONFIG);
+    }
+    match run(cli).await {
+        Ok(()) => {
+            info!("stopped");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            error!("{e}");
+            eprintln!("sample-provisioner: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> Result<(), String> {
+    // kube brings rustls' ring provider and aws-sdk-s3 aws-lc-rs: choose one
+    // for the process, or rustls refuses to pick.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+
+    let client = kube::Client::try_default().await.map_err(|e| {
+        format!("could not build a Kubernetes client from KUBECONFIG, ~/.kube/config or the in-cluster service account: {e}")
+    })?;
+
+    let namespaces = cli.namespaces();
+    info!(
+        provisioner = %cli.provisioner_name,
+        namespaces = if namespaces.is_empty() { "all".to_owned() } else { namespaces.join(",") },
+        concurrency = cli.concurrency,
+        leader_elect = cli.leader_elect,
+        metrics = %if cli.no_metrics { "off".to_owned() } else { cli.metrics_addr.to_string() },
+        version = env!("CARGO_PKG_VERSION"),
+        "starting"
+    );
+
+    let mut builder = ControllerBuilder::new(
+        cli.provisioner_name.clone(),
+        S3Provisioner::new(client.clone()),
+    )
+    .namespaces(namespaces)
+    .concurrency(cli.concurrency);
+    if cli.leader_elect {
+        let election = LeaderElection::new(
+            cli.lease_namespace.clone(),
+            cli.lease_name(),
+            cli.identity(),
+        )
+        .with_lease_duration(Duration::from_secs(cli.lease_duration_seconds));
+        info!(
+            lease = %format!("{}/{}", election.namespace, election.lease_name),
+            identity = %election.identity,
+            "leader election is on; waiting for the lease"
+        );
+        builder = builder.leader_election(election);
+    } else {
+        warn!("leader election is off: run a single replica only");
+    }
+    if !cli.no_metrics {
+        builder = builder.serve_on(cli.metrics_addr);
+    }
+
+    builder
+        .run(client, shutdown_signal())
+        .await
+        .map_err(|e| match e {
+            lib_provisioner::Error::LostLease(_) => {
+                format!("{e}; exiting so that this replica restarts as a standby")
+            }
+            other => other.to_string(),
+        })
+}
+
+/// Completes on the first SIGTERM or Ctrl-C; a second one exits at once.
+async fn shutdown_signal() {
+    let mut term = match signal(SignalKind::terminate()) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            warn!(error = %e, "cannot listen for SIGTERM; only Ctrl-C stops the provisioner");
+            None
+        }
+    };
+    let received = next_signal(&mut term).await;
+    info!(
+        "received {received}: finishing in-flight reconciles, then releasing the lease (send it again to exit at once)"
+    );
+    tokio::spawn(async move {
+        let again = next_signal(&mut term).await;
+        eprintln!("sample-provisioner: received {again} again; exiting without waiting");
+        std::process::exit(130);
+    });
+}
+
+async fn next_signal(term: &mut Option<tokio::signal::unix::Signal>) -> &'static str {
+    let sigterm = async {
+        match term {
+            Some(s) => {
+                s.recv().await;
+            }
+            None => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => {
+            if r.is_err() {
+                // No Ctrl-C handler: wait for SIGTERM only.
+                std::future::pending::<()>().await;
+            }
+            "Ctrl-C"
+        }
+        () = sigterm => "SIGTERM",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    fn parse(args: &[&str]) -> Cli {
+        let mut argv = vec!["sample-provisioner"];
+        argv.extend_from_slice(args);
+        Cli::try_parse_from(argv).expect("parses")
+    }
+
+    #[test]
+    fn command_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn defaults() {
+        // The environment of the test process could set the env fallbacks;
+        // only assert what no test environment sets.
+        let cli = parse(&["--provisioner-name", "objectbucket.io/sample-s3"]);
+        assert_eq!(cli.lease_name(), "objectbucket.io-sample-s3");
+        assert_eq!(cli.concurrency, 4);
+        assert!(cli.leader_elect);
+        assert!(!cli.no_metrics);
+        assert_eq!(cli.metrics_addr.to_string(), "0.0.0.0:8080");
+        assert!(!cli.identity().is_empty());
+    }
+
+    #[test]
+    fn namespaces_are_a_comma_list_and_empty_means_all() {
+        let cli = parse(&["--namespaces", "team-a, team-b,,"]);
+        assert_eq!(cli.namespaces(), ["team-a", "team-b"]);
+        let cli = parse(&["--namespaces", ""]);
+        assert!(cli.namespaces().is_empty());
+    }
+
+    #[test]
+    fn leader_elect_takes_a_bool() {
+        assert!(!parse(&["--leader-elect=false"]).leader_elect);
+        assert!(!parse(&["--leader-elect", "false"]).leader_elect);
+        assert!(parse(&["--leader-elect"]).leader_elect);
+    }
+
+    #[test]
+    fn bad_values_are_refused() {
+        for args in [
+            &["--lease-duration-seconds", "1"][..],
+            &["--log-format", "xml"],
+            &["--metrics-addr", "8080"],
+            &["--concurrency", "-1"],
+        ] {
+            let mut argv = vec!["sample-provisioner"];
+            argv.extend_from_slice(args);
+            assert!(Cli::try_parse_from(argv).is_err(), "{args:?}");
+        }
+        assert!(parse(&["--provisioner-name", " "]).validate().is_err());
+    }
+
+    #[test]
+    fn explicit_lease_name_and_identity_win() {
+        let cli = parse(&["--lease-name", "my-lease", "--identity", "pod-a"]);
+        assert_eq!(cli.lease_name(), "my-lease");
+        assert_eq!(cli.identity(), "pod-a");
+    }
+
+    #[test]
+    fn random_identities_are_valid_names() {
+        let id = random_identity();
+        assert!(
+            id.starts_with("sample-provisioner-") && id.len() == 27,
+            "{id}"
+        );
+        assert!(
+            id.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        );
+    }
+}

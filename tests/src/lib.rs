@@ -1,6 +1,7 @@
 //! Test support for the object-bucket provisioner workspace: a local environment
 //! with etcd, a real kube-apiserver and an S3 server ([`testenv::TestEnv`]).
 
+pub mod recording;
 pub mod testenv;
 
 pub use testenv::{TestEnv, wait_for};

@@ -9,7 +9,7 @@ use anyhow::{Context, Result, bail};
 use aws_sdk_s3::primitives::ByteStream;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::authentication::v1::SelfSubjectReview;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use kube::api::{Api, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use kube::{CustomResource, CustomResourceExt, ResourceExt};
@@ -127,8 +127,9 @@ async fn crd_install_watch_and_apiserver_restart() -> Result<()> {
 async fn service_account_identity_is_limited_by_rbac() -> Result<()> {
     let env = TestEnv::start().await?;
     env.ensure_namespace("team-b").await?;
-    env.apply_yaml(
-        r#"
+    let applied = env
+        .apply_yaml(
+            r#"
 apiVersion: v1
 kind: Namespace
 metadata:
@@ -157,9 +158,45 @@ roleRef:
   apiGroup: rbac.authorization.k8s.io
   kind: Role
   name: configmap-reader
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: namespace-getter
+rules:
+  - apiGroups: [""]
+    resources: ["namespaces"]
+    verbs: ["get"]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: reader-gets-namespaces
+subjects:
+  - kind: ServiceAccount
+    name: reader
+    namespace: team-a
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: namespace-getter
 "#,
-    )
-    .await?;
+        )
+        .await?;
+    let kinds: Vec<String> = applied
+        .iter()
+        .filter_map(|o| o.types.as_ref().map(|t| t.kind.clone()))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "Namespace",
+            "Role",
+            "RoleBinding",
+            "ClusterRole",
+            "ClusterRoleBinding"
+        ]
+    );
     // Something to read, created by the admin.
     let admin_cms: Api<ConfigMap> = Api::namespaced(env.admin_client(), "team-a");
     admin_cms
@@ -215,6 +252,16 @@ roleRef:
     let other: Api<ConfigMap> = Api::namespaced(client.clone(), "team-b");
     forbidden(other.list(&ListParams::default()).await)?;
     assert!(admin_cms.get_opt("not-allowed").await?.is_none());
+
+    // Cluster-scoped grant: get one namespace, but not list them.
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    wait_for(
+        Duration::from_secs(20),
+        "the ClusterRole to take effect",
+        || async { Ok(Some(namespaces.get("team-b").await?)) },
+    )
+    .await?;
+    forbidden(namespaces.list(&ListParams::default()).await)?;
 
     // The kubeconfig for a controller process carries the same identity.
     let path = env.service_account_kubeconfig("team-a", "reader").await?;
@@ -331,4 +378,31 @@ fn cache_dir_follows_the_install_script() {
         Some("/h/.cache/obc-testenv".into())
     );
     assert_eq!(p(None, None, None), None);
+}
+
+/// The project's generated CRDs (crds/*.yaml) are accepted by the real apiserver,
+/// through the same helper the provisioner tests use.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn project_crds_install_and_become_established() -> Result<()> {
+    let env = TestEnv::start().await?;
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../crds");
+    let mut yaml = String::new();
+    for entry in std::fs::read_dir(&dir).with_context(|| format!("reading {}", dir.display()))? {
+        let path = entry?.path();
+        if path.extension().is_some_and(|e| e == "yaml") {
+            yaml.push_str("\n---\n");
+            yaml.push_str(&std::fs::read_to_string(&path)?);
+        }
+    }
+    let installed = env.install_crds(&yaml).await?;
+    let mut names: Vec<String> = installed.iter().map(|c| c.name_any()).collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "objectbucketclaims.objectbucket.io",
+            "objectbuckets.objectbucket.io"
+        ]
+    );
+    Ok(())
 }

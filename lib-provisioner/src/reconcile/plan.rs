@@ -319,11 +319,12 @@ fn next_deletion_step(o: &Observed) -> Step {
             return Step::ReleaseObjectBucket;
         }
     }
-    if o.ob.is_none() && !o.torn_down {
+    if o.ob.is_none() && !o.torn_down && !was_bound(&o.claim) {
         // The pass that was provisioning may have died after the bucket was
         // created and before its ObjectBucket was: tear down by name, so no
         // bucket outlives its claim. The provisioner only deletes what it
-        // created for this claim.
+        // created for this claim. A claim that was bound had an ObjectBucket;
+        // if that is gone, its teardown already ran.
         if let ClassState::Ours(class) = &o.class {
             let origin = if brownfield_bucket(class).is_some() {
                 BucketOrigin::Brownfield

@@ -415,3 +415,14 @@ fn a_schema_that_drops_objectbucketname_does_not_loop() {
     o.bind_pruned = true;
     assert_eq!(next_step(&o), Step::Done);
 }
+
+#[test]
+fn a_stale_view_of_a_deleted_bound_claim_does_not_tear_down_twice() {
+    // The ObjectBucket is gone because teardown finished; the cache still
+    // shows the claim with its finalizer.
+    let mut o = deleting(bound_state());
+    o.ob = None;
+    o.secret = None;
+    o.config_map = None;
+    assert_eq!(next_step(&o), Step::RemoveClaimFinalizer);
+}

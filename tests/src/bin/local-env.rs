@@ -5,13 +5,18 @@
 //! cargo run -p obc-tests --bin local-env
 //! ```
 
+use std::io::IsTerminal;
+
 use obc_tests::TestEnv;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt().with_env_filter(filter).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::stdout().is_terminal())
+        .init();
 
     let env = TestEnv::start().await?;
     let (access_key, secret_key) = env.s3_root_credentials();

@@ -1,0 +1,19 @@
+//! A sample object bucket provisioner for S3-compatible stores, built on
+//! `lib-provisioner`.
+//!
+//! - [`params`]: the StorageClass parameters, parsed and checked.
+//! - [`store`]: bucket operations and the ownership marker.
+//! - [`credentials`]: who gets which credentials ([`credentials::CredentialIssuer`]).
+//! - [`errors`]: store failures, classified retryable or permanent.
+//! - [`s3`]: [`S3Provisioner`], the `lib_provisioner::Provisioner`.
+//!
+//! See `docs/sample-provisioner.md` for parameters, credentials modes and
+//! deployment.
+
+pub mod credentials;
+pub mod errors;
+pub mod params;
+pub mod s3;
+pub mod store;
+
+pub use s3::S3Provisioner;

@@ -1,0 +1,475 @@
+//! StorageClass parameters of the sample provisioner, parsed and checked
+//! without any I/O so that every rule is unit-tested.
+//!
+//! ```yaml
+//! parameters:
+//!   endpoint: https://s3.example.com:9000   # required, http or https
+//!   region: us-east-1                       # optional, default us-east-1
+//!   adminSecretName: s3-admin               # required
+//!   adminSecretNamespace: obc-system        # required
+//!   forceDelete: "false"                    # optional, "true" or "false"
+//!   bucketName: shared-bucket               # optional: brownfield (library)
+//! ```
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use lib_provisioner::ProvisionError;
+use lib_provisioner::api::BROWNFIELD_BUCKET_PARAMETER;
+use url::Url;
+
+/// The S3 endpoint URL.
+pub const ENDPOINT: &str = "endpoint";
+/// The region buckets are created in.
+pub const REGION: &str = "region";
+/// Name of the Secret holding the admin credentials.
+pub const ADMIN_SECRET_NAME: &str = "adminSecretName";
+/// Namespace of that Secret.
+pub const ADMIN_SECRET_NAMESPACE: &str = "adminSecretNamespace";
+/// Whether deleting a claim deletes a bucket that still holds objects.
+pub const FORCE_DELETE: &str = "forceDelete";
+/// Region used when the class names none.
+pub const DEFAULT_REGION: &str = "us-east-1";
+
+const KNOWN: [&str; 6] = [
+    ENDPOINT,
+    REGION,
+    ADMIN_SECRET_NAME,
+    ADMIN_SECRET_NAMESPACE,
+    FORCE_DELETE,
+    BROWNFIELD_BUCKET_PARAMETER,
+];
+
+/// A StorageClass's parameters, checked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClassParams {
+    /// Where the store is.
+    pub endpoint: StoreEndpoint,
+    /// Region of the buckets (and of request signing).
+    pub region: String,
+    /// The Secret holding `AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY`.
+    pub admin_secret: SecretRef,
+    /// Delete objects before deleting a bucket that is not empty.
+    pub force_delete: bool,
+}
+
+/// A checked S3 endpoint URL.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoreEndpoint {
+    /// The URL as given, without a trailing slash: what the S3 client uses.
+    pub url: String,
+    /// Host name or address, for the claim's ConfigMap (IPv6 in brackets).
+    pub host: String,
+    /// Port, explicit or the scheme's default.
+    pub port: u16,
+    /// Whether the endpoint uses TLS.
+    pub tls: bool,
+}
+
+/// A namespaced Secret name.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SecretRef {
+    /// The Secret's namespace.
+    pub namespace: String,
+    /// The Secret's name.
+    pub name: String,
+}
+
+impl fmt::Display for SecretRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+impl ClassParams {
+    /// Parses a StorageClass's `parameters`. Every error is permanent and
+    /// names the parameter and how to fix it.
+    pub fn parse(
+        class: &str,
+        parameters: &BTreeMap<String, String>,
+    ) -> Result<Self, ProvisionError> {
+        parse(parameters).map_err(|problem| {
+            ProvisionError::permanent(format!("StorageClass {class:?}: {problem}"))
+        })
+    }
+}
+
+fn parse(parameters: &BTreeMap<String, String>) -> Result<ClassParams, String> {
+    if parameters.is_empty() {
+        return Err(format!(
+            "has no parameters (it may have been deleted): it needs at least {ENDPOINT}, {ADMIN_SECRET_NAME} and {ADMIN_SECRET_NAMESPACE}; recreate the StorageClass with the parameters it had"
+        ));
+    }
+    for key in parameters.keys() {
+        if looks_like_inline_credential(key) {
+            return Err(format!(
+                "parameter {key} looks like an inline credential, which this provisioner refuses (StorageClasses are readable cluster-wide): remove it, store AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in a Secret and name it with {ADMIN_SECRET_NAME} and {ADMIN_SECRET_NAMESPACE}"
+            ));
+        }
+    }
+    if let Some(unknown) = parameters.keys().find(|k| !KNOWN.contains(&k.as_str())) {
+        return Err(format!(
+            "unknown parameter {unknown}: remove it or fix its spelling; known parameters are {}",
+            KNOWN.join(", ")
+        ));
+    }
+
+    let endpoint = match parameters.get(ENDPOINT).map(|v| v.trim()) {
+        None | Some("") => {
+            return Err(format!(
+                "parameter {ENDPOINT} is missing: set it to the URL of the S3 API, such as https://s3.example.com or http://minio.storage:9000"
+            ));
+        }
+        Some(raw) => parse_endpoint(raw)?,
+    };
+
+    let region = match parameters.get(REGION).map(|v| v.trim()) {
+        None | Some("") => DEFAULT_REGION.to_owned(),
+        Some(region) => {
+            let ok = region.len() <= 64
+                && region
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.');
+            if !ok {
+                return Err(format!(
+                    "parameter {REGION} is {region:?}: use a region name of at most 64 letters, digits, '-', '_' or '.', such as {DEFAULT_REGION}, or leave it out for {DEFAULT_REGION}"
+                ));
+            }
+            region.to_owned()
+        }
+    };
+
+    let name = required(
+        parameters,
+        ADMIN_SECRET_NAME,
+        "the name of the Secret holding the admin credentials",
+    )?;
+    if let Err(why) = check_dns_name(name, 253, true) {
+        return Err(format!(
+            "parameter {ADMIN_SECRET_NAME} is {name:?}, which is not a valid Secret name: {why}"
+        ));
+    }
+    let namespace = required(
+        parameters,
+        ADMIN_SECRET_NAMESPACE,
+        "the namespace of that Secret",
+    )?;
+    if let Err(why) = check_dns_name(namespace, 63, false) {
+        return Err(format!(
+            "parameter {ADMIN_SECRET_NAMESPACE} is {namespace:?}, which is not a valid namespace name: {why}"
+        ));
+    }
+
+    let force_delete = match parameters.get(FORCE_DELETE).map(String::as_str) {
+        None | Some("") | Some("false") => false,
+        Some("true") => true,
+        Some(other) => {
+            return Err(format!(
+                "parameter {FORCE_DELETE} is {other:?}: set it to \"true\" (deleting a claim deletes its bucket's objects) or \"false\" (the default: a bucket that is not empty is kept and the deletion waits)"
+            ));
+        }
+    };
+
+    Ok(ClassParams {
+        endpoint,
+        region,
+        admin_secret: SecretRef {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+        },
+        force_delete,
+    })
+}
+
+fn required<'a>(
+    parameters: &'a BTreeMap<String, String>,
+    key: &str,
+    what: &str,
+) -> Result<&'a str, String> {
+    match parameters.get(key).map(|v| v.trim()) {
+        None | Some("") => Err(format!("parameter {key} is missing: set it to {what}")),
+        Some(value) => Ok(value),
+    }
+}
+
+/// Checks an endpoint URL and splits out what the claim's ConfigMap needs.
+pub fn parse_endpoint(raw: &str) -> Result<StoreEndpoint, String> {
+    let fix = "use a URL such as https://s3.example.com or http://minio.storage:9000";
+    let url = Url::parse(raw)
+        .map_err(|e| format!("parameter {ENDPOINT} is {raw:?}, which is not a URL ({e}): {fix}"))?;
+    let tls = match url.scheme() {
+        "https" => true,
+        "http" => false,
+        other => {
+            return Err(format!(
+                "parameter {ENDPOINT} has scheme {other:?}: only http and https are supported; {fix}"
+            ));
+        }
+    };
+    if !url.username().is_empty() || url.password().is_some() {
+        // Do not echo the value: it holds a credential.
+        return Err(format!(
+            "parameter {ENDPOINT} contains a user name or password: remove it from the URL and put the credentials in the Secret named by {ADMIN_SECRET_NAME}"
+        ));
+    }
+    let host = match url.host_str() {
+        Some(host) if !host.is_empty() => host.to_owned(),
+        _ => {
+            return Err(format!(
+                "parameter {ENDPOINT} is {raw:?}, which has no host: {fix}"
+            ));
+        }
+    };
+    if url.path() != "/" && !url.path().is_empty() {
+        return Err(format!(
+            "parameter {ENDPOINT} is {raw:?}, which has a path ({}): give the root URL of the S3 API; buckets are addressed path-style under it",
+            url.path()
+        ));
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(format!(
+            "parameter {ENDPOINT} is {raw:?}, which has a query or fragment: remove it"
+        ));
+    }
+    let port = url
+        .port_or_known_default()
+        .ok_or_else(|| format!("parameter {ENDPOINT} is {raw:?}, which has no port: {fix}"))?;
+    Ok(StoreEndpoint {
+        url: url.as_str().trim_end_matches('/').to_owned(),
+        host,
+        port,
+        tls,
+    })
+}
+
+/// Whether a parameter name looks like it carries a credential inline
+/// (`accessKey`, `secret_key`, `AWS_SECRET_ACCESS_KEY`, `password`...).
+pub fn looks_like_inline_credential(key: &str) -> bool {
+    let norm: String = key
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .map(|c| c.to_ascii_lowercase())
+        .collect();
+    [
+        "accesskey",
+        "secretkey",
+        "secretaccesskey",
+        "password",
+        "sessiontoken",
+        "credential",
+    ]
+    .iter()
+    .any(|bad| norm.contains(bad))
+}
+
+/// Checks a DNS-1123 subdomain (`dots` true) or label.
+fn check_dns_name(name: &str, max: usize, dots: bool) -> Result<(), String> {
+    if name.len() > max {
+        return Err(format!("it is longer than {max} characters"));
+    }
+    let allowed =
+        |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || (dots && c == '.');
+    if let Some(bad) = name.chars().find(|c| !allowed(*c)) {
+        return Err(format!(
+            "it contains {bad:?}; use lowercase letters, digits and '-'{}",
+            if dots { " or '.'" } else { "" }
+        ));
+    }
+    let alnum = |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    if !alnum(name.chars().next()) || !alnum(name.chars().last()) {
+        return Err("it must begin and end with a lowercase letter or digit".into());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    fn base() -> Vec<(&'static str, &'static str)> {
+        vec![
+            (ENDPOINT, "http://minio.storage:9000"),
+            (ADMIN_SECRET_NAME, "s3-admin"),
+            (ADMIN_SECRET_NAMESPACE, "obc-system"),
+        ]
+    }
+
+    fn err(pairs: &[(&str, &str)]) -> String {
+        match ClassParams::parse("s3", &params(pairs)) {
+            Ok(p) => panic!("expected an error, got {p:?}"),
+            Err(e) => {
+                assert!(!e.is_retryable(), "parameter errors are permanent: {e:?}");
+                e.to_string()
+            }
+        }
+    }
+
+    fn with(extra: &[(&'static str, &'static str)]) -> Vec<(&'static str, &'static str)> {
+        let mut v = base();
+        for (k, val) in extra {
+            v.retain(|(key, _)| key != k);
+            v.push((k, val));
+        }
+        v
+    }
+
+    #[test]
+    fn minimal_class_gets_defaults() {
+        let p = ClassParams::parse("s3", &params(&base())).expect("valid");
+        assert_eq!(
+            p,
+            ClassParams {
+                endpoint: StoreEndpoint {
+                    url: "http://minio.storage:9000".into(),
+                    host: "minio.storage".into(),
+                    port: 9000,
+                    tls: false,
+                },
+                region: DEFAULT_REGION.into(),
+                admin_secret: SecretRef {
+                    namespace: "obc-system".into(),
+                    name: "s3-admin".into()
+                },
+                force_delete: false,
+            }
+        );
+    }
+
+    #[test]
+    fn full_class() {
+        let p = ClassParams::parse(
+            "s3",
+            &params(&with(&[
+                (ENDPOINT, "https://s3.example.com/"),
+                (REGION, "eu-west-1"),
+                (FORCE_DELETE, "true"),
+                (BROWNFIELD_BUCKET_PARAMETER, "shared"),
+            ])),
+        )
+        .expect("valid");
+        assert_eq!(p.endpoint.url, "https://s3.example.com");
+        assert_eq!(
+            (p.endpoint.host.as_str(), p.endpoint.port, p.endpoint.tls),
+            ("s3.example.com", 443, true)
+        );
+        assert_eq!(p.region, "eu-west-1");
+        assert!(p.force_delete);
+    }
+
+    #[test]
+    fn default_ports_and_ipv6() {
+        let e = parse_endpoint("http://10.0.0.1").expect("valid");
+        assert_eq!((e.host.as_str(), e.port), ("10.0.0.1", 80));
+        let e = parse_endpoint("https://[::1]:8443").expect("valid");
+        assert_eq!((e.host.as_str(), e.port, e.tls), ("[::1]", 8443, true));
+    }
+
+    #[test]
+    fn endpoint_is_required_and_must_be_http_or_https() {
+        let missing: Vec<_> = base().into_iter().filter(|(k, _)| *k != ENDPOINT).collect();
+        let e = err(&missing);
+        assert!(e.contains("parameter endpoint is missing"), "{e}");
+        assert!(e.contains("StorageClass \"s3\""), "{e}");
+        assert!(err(&with(&[(ENDPOINT, "  ")])).contains("missing"));
+        let e = err(&with(&[(ENDPOINT, "ftp://s3.example.com")]));
+        assert!(
+            e.contains("scheme \"ftp\"") && e.contains("http and https"),
+            "{e}"
+        );
+        assert!(err(&with(&[(ENDPOINT, "s3.example.com:9000")])).contains("endpoint"));
+        assert!(err(&with(&[(ENDPOINT, "not a url")])).contains("not a URL"));
+        assert!(err(&with(&[(ENDPOINT, "http://s3.example.com/bucket")])).contains("has a path"));
+        assert!(err(&with(&[(ENDPOINT, "http://s3.example.com/?x=1")])).contains("query"));
+    }
+
+    #[test]
+    fn endpoint_with_userinfo_is_refused_without_echoing_it() {
+        let e = err(&with(&[(ENDPOINT, "http://AKID:topsecret@s3.example.com")]));
+        assert!(e.contains("user name or password"), "{e}");
+        assert!(!e.contains("topsecret"), "{e}");
+    }
+
+    #[test]
+    fn admin_secret_is_required_and_checked() {
+        let no_name: Vec<_> = base()
+            .into_iter()
+            .filter(|(k, _)| *k != ADMIN_SECRET_NAME)
+            .collect();
+        assert!(err(&no_name).contains("parameter adminSecretName is missing"));
+        let no_ns: Vec<_> = base()
+            .into_iter()
+            .filter(|(k, _)| *k != ADMIN_SECRET_NAMESPACE)
+            .collect();
+        assert!(err(&no_ns).contains("parameter adminSecretNamespace is missing"));
+        assert!(err(&with(&[(ADMIN_SECRET_NAME, "S3_Admin")])).contains("not a valid Secret name"));
+        assert!(
+            err(&with(&[(ADMIN_SECRET_NAMESPACE, "obc.system")])).contains("not a valid namespace")
+        );
+        let p = ClassParams::parse("s3", &params(&with(&[(ADMIN_SECRET_NAME, "s3.admin")])))
+            .expect("dots are fine");
+        assert_eq!(p.admin_secret.to_string(), "obc-system/s3.admin");
+    }
+
+    #[test]
+    fn inline_credentials_are_refused() {
+        for key in [
+            "accessKey",
+            "secretKey",
+            "AWS_SECRET_ACCESS_KEY",
+            "access_key_id",
+            "password",
+            "secret-key",
+        ] {
+            let e = err(&with(&[(key, "x")]));
+            assert!(
+                e.contains("inline credential") && e.contains(key),
+                "{key}: {e}"
+            );
+            assert!(e.contains(ADMIN_SECRET_NAME), "says how to fix it: {e}");
+        }
+        assert!(!looks_like_inline_credential(ADMIN_SECRET_NAME));
+        assert!(!looks_like_inline_credential(ADMIN_SECRET_NAMESPACE));
+    }
+
+    #[test]
+    fn unknown_parameters_are_refused() {
+        let e = err(&with(&[("forcedelete", "true")]));
+        assert!(
+            e.contains("unknown parameter forcedelete") && e.contains(FORCE_DELETE),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn force_delete_is_true_or_false() {
+        let p =
+            ClassParams::parse("s3", &params(&with(&[(FORCE_DELETE, "false")]))).expect("valid");
+        assert!(!p.force_delete);
+        for bad in ["yes", "True", "1"] {
+            let e = err(&with(&[(FORCE_DELETE, bad)]));
+            assert!(
+                e.contains("parameter forceDelete") && e.contains("\"true\""),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn region_is_checked() {
+        assert!(err(&with(&[(REGION, "eu west")])).contains("parameter region"));
+        let p = ClassParams::parse("s3", &params(&with(&[(REGION, "")]))).expect("valid");
+        assert_eq!(p.region, DEFAULT_REGION);
+    }
+
+    #[test]
+    fn empty_parameters_say_the_class_may_be_gone() {
+        assert!(err(&[]).contains("no parameters"));
+    }
+}

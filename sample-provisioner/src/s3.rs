@@ -1,0 +1,371 @@
+//! [`S3Provisioner`]: a [`Provisioner`] for S3-compatible stores.
+//!
+//! Each call reads its StorageClass's parameters ([`ClassParams`]) and the
+//! admin Secret they name, then works on the store through [`Store`] and
+//! issues credentials through a [`CredentialIssuer`].
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use k8s_openapi::api::core::v1::Secret;
+use kube::{Api, Client};
+use lib_provisioner::api::secret_keys::{ACCESS_KEY_ID, SECRET_ACCESS_KEY};
+use lib_provisioner::{
+    BucketAccess, BucketRequest, Credentials, ProvisionError, Provisioner, TeardownRequest,
+};
+use tracing::{debug, info};
+
+use crate::credentials::{
+    CREDENTIALS_MODE_KEY, CredentialIssuer, CredentialRequest, SharedAdminCredentials, StoreAdmin,
+};
+use crate::params::{ClassParams, SecretRef};
+use crate::store::{Deletion, Owner, Store};
+
+/// Clients kept for reuse; past this many (rotated credentials, many
+/// classes) the cache starts over.
+const MAX_CACHED_CLIENTS: usize = 64;
+
+/// A [`Provisioner`] creating buckets on an S3-compatible store.
+pub struct S3Provisioner {
+    kube: Client,
+    issuer: Arc<dyn CredentialIssuer>,
+    clients: Mutex<HashMap<ClientKey, Store>>,
+}
+
+/// What an S3 client is built from. Holds a secret: no `Debug`.
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct ClientKey {
+    url: String,
+    region: String,
+    access_key_id: String,
+    secret_access_key: String,
+}
+
+/// A StorageClass resolved: parameters, admin credentials and a client.
+struct Resolved {
+    params: ClassParams,
+    admin: StoreAdmin,
+    store: Store,
+}
+
+impl S3Provisioner {
+    /// A provisioner handing out the classes' admin credentials
+    /// ([`SharedAdminCredentials`]); `kube` reads the admin Secrets.
+    pub fn new(kube: Client) -> Self {
+        Self::with_issuer(kube, Arc::new(SharedAdminCredentials::default()))
+    }
+
+    /// A provisioner issuing credentials with `issuer`.
+    pub fn with_issuer(kube: Client, issuer: Arc<dyn CredentialIssuer>) -> Self {
+        Self {
+            kube,
+            issuer,
+            clients: Mutex::new(HashMap::new()),
+        }
+    }
+
+    async fn resolve(
+        &self,
+        class: &str,
+        parameters: &BTreeMap<String, String>,
+    ) -> Result<Resolved, ProvisionError> {
+        let params = ClassParams::parse(class, parameters)?;
+        let credentials = self.admin_credentials(&params.admin_secret).await?;
+        let store = self.store(&params, &credentials);
+        Ok(Resolved {
+            admin: StoreAdmin {
+                endpoint: params.endpoint.clone(),
+                region: params.region.clone(),
+                credentials,
+            },
+            params,
+            store,
+        })
+    }
+
+    async fn admin_credentials(&self, secret: &SecretRef) -> Result<Credentials, ProvisionError> {
+        let api: Api<Secret> = Api::namespaced(self.kube.clone(), &secret.namespace);
+        match api.get_opt(&secret.name).await {
+            Ok(Some(found)) => credentials_from_secret(secret, &found),
+            Ok(None) => Err(ProvisionError::permanent(format!(
+                "admin Secret {secret} not found: create it with keys {ACCESS_KEY_ID} and {SECRET_ACCESS_KEY}, or fix adminSecretName/adminSecretNamespace on the StorageClass"
+            ))),
+            Err(kube::Error::Api(status)) if status.code == 403 => {
+                Err(ProvisionError::permanent(format!(
+                    "the provisioner may not read the admin Secret {secret}: grant its ServiceAccount get on secrets in namespace {} (see deploy/rbac.yaml)",
+                    secret.namespace
+                )))
+            }
+            Err(e) => Err(ProvisionError::retryable(format!(
+                "could not read the admin Secret {secret}: {e}"
+            ))),
+        }
+    }
+
+    fn store(&self, params: &ClassParams, credentials: &Credentials) -> Store {
+        let key = ClientKey {
+            url: params.endpoint.url.clone(),
+            region: params.region.clone(),
+            access_key_id: credentials.access_key_id.clone(),
+            secret_access_key: credentials.secret_access_key.clone(),
+        };
+        // A poisoned lock only means another thread panicked mid-insert:
+        // the map is still usable.
+        let mut clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(store) = clients.get(&key) {
+            return store.clone();
+        }
+        if clients.len() >= MAX_CACHED_CLIENTS {
+            clients.clear();
+        }
+        let store = Store::new(&params.endpoint, &params.region, credentials);
+        clients.insert(key, store.clone());
+        store
+    }
+
+    async fn issue(
+        &self,
+        r: &Resolved,
+        req: &BucketRequest,
+    ) -> Result<BucketAccess, ProvisionError> {
+        let issued = self
+            .issuer
+            .issue(&r.admin, &credential_request(req))
+            .await?;
+        let mut access = BucketAccess::new(
+            r.params.endpoint.host.clone(),
+            i32::from(r.params.endpoint.port),
+            issued.credentials,
+        )
+        .with_region(r.params.region.clone());
+        access.additional_state = issued.state;
+        access
+            .additional_state
+            .entry(CREDENTIALS_MODE_KEY.to_owned())
+            .or_insert_with(|| self.issuer.mode().to_owned());
+        Ok(access)
+    }
+
+    /// Revokes the claim's credentials, as recorded at provisioning.
+    async fn revoke_credentials(
+        &self,
+        req: &TeardownRequest,
+        store: Option<&StoreAdmin>,
+    ) -> Result<(), ProvisionError> {
+        let Some(mode) = req.additional_state.get(CREDENTIALS_MODE_KEY) else {
+            // Provisioned by another implementation (a takeover): it left no
+            // credentials of ours to revoke.
+            debug!(bucket = %req.bucket_name, "no credentialsMode recorded; nothing to revoke");
+            return Ok(());
+        };
+        if mode != self.issuer.mode() {
+            return Err(ProvisionError::permanent(format!(
+                "the credentials of bucket {:?} were issued in mode {mode:?}, which this provisioner (mode {:?}) cannot revoke: run a provisioner that supports {mode:?}, or delete them by hand and remove the {CREDENTIALS_MODE_KEY} entry from the ObjectBucket's additionalState",
+                req.bucket_name,
+                self.issuer.mode()
+            )));
+        }
+        let creq = CredentialRequest {
+            bucket: &req.bucket_name,
+            claim_uid: &req.claim_uid,
+            claim_namespace: &req.claim_namespace,
+            claim_name: &req.claim_name,
+            storage_class: &req.storage_class_name,
+        };
+        let resolved;
+        let store = match store {
+            Some(store) => Some(store),
+            None if self.issuer.revoke_needs_store() => {
+                resolved = self
+                    .resolve(&req.storage_class_name, &req.parameters)
+                    .await?;
+                Some(&resolved.admin)
+            }
+            None => None,
+        };
+        self.issuer
+            .revoke(store, &creq, &req.additional_state)
+            .await
+    }
+}
+
+fn credential_request(req: &BucketRequest) -> CredentialRequest<'_> {
+    CredentialRequest {
+        bucket: &req.bucket_name,
+        claim_uid: &req.claim_uid,
+        claim_namespace: &req.claim_namespace,
+        claim_name: &req.claim_name,
+        storage_class: &req.storage_class_name,
+    }
+}
+
+/// Reads the admin key pair from a Secret. Values are trimmed (a Secret made
+/// from files often ends in a newline) and never echoed.
+pub fn credentials_from_secret(
+    name: &SecretRef,
+    secret: &Secret,
+) -> Result<Credentials, ProvisionError> {
+    let value = |key: &str| -> Option<String> {
+        let from_data = secret
+            .data
+            .as_ref()
+            .and_then(|d| d.get(key))
+            .map(|b| String::from_utf8(b.0.clone()));
+        let from_string_data = secret
+            .string_data
+            .as_ref()
+            .and_then(|d| d.get(key))
+            .cloned()
+            .map(Ok);
+        match from_data.or(from_string_data) {
+            Some(Ok(v)) => Some(v.trim().to_owned()).filter(|v| !v.is_empty()),
+            _ => None,
+        }
+    };
+    let (id, secret_key) = (value(ACCESS_KEY_ID), value(SECRET_ACCESS_KEY));
+    let missing: Vec<&str> = [
+        (ACCESS_KEY_ID, id.is_none()),
+        (SECRET_ACCESS_KEY, secret_key.is_none()),
+    ]
+    .into_iter()
+    .filter_map(|(k, absent)| absent.then_some(k))
+    .collect();
+    match (id, secret_key) {
+        (Some(id), Some(secret_key)) => Ok(Credentials::new(id, secret_key)),
+        _ => Err(ProvisionError::permanent(format!(
+            "admin Secret {name} lacks {} (or holds an empty or non-UTF-8 value): it must hold {ACCESS_KEY_ID} and {SECRET_ACCESS_KEY}",
+            missing.join(" and ")
+        ))),
+    }
+}
+
+#[async_trait]
+impl Provisioner for S3Provisioner {
+    async fn provision(&self, req: &BucketRequest) -> Result<BucketAccess, ProvisionError> {
+        let r = self
+            .resolve(&req.storage_class_name, &req.parameters)
+            .await?;
+        let claim = format!("{}/{}", req.claim_namespace, req.claim_name);
+        let owner = Owner {
+            claim_uid: &req.claim_uid,
+            claim: &claim,
+        };
+        r.store
+            .create_owned(&req.bucket_name, &r.params.region, &owner)
+            .await?;
+        info!(bucket = %req.bucket_name, %claim, endpoint = %r.params.endpoint.url, "bucket is provisioned");
+        self.issue(&r, req).await
+    }
+
+    async fn grant(&self, req: &BucketRequest) -> Result<BucketAccess, ProvisionError> {
+        let r = self
+            .resolve(&req.storage_class_name, &req.parameters)
+            .await?;
+        match r.store.exists(&req.bucket_name).await {
+            Ok(true) => {}
+            Ok(false) => {
+                return Err(ProvisionError::permanent(format!(
+                    "bucket {} does not exist: create it on {}, or fix the bucketName parameter of StorageClass {:?}",
+                    req.bucket_name, r.params.endpoint.url, req.storage_class_name
+                )));
+            }
+            Err(f) => return Err(f.into_provision_error()),
+        }
+        self.issue(&r, req).await
+    }
+
+    async fn delete(&self, req: &TeardownRequest) -> Result<(), ProvisionError> {
+        let r = self
+            .resolve(&req.storage_class_name, &req.parameters)
+            .await?;
+        let claim = format!("{}/{}", req.claim_namespace, req.claim_name);
+        match r
+            .store
+            .delete_owned(&req.bucket_name, &req.claim_uid, r.params.force_delete)
+            .await?
+        {
+            Deletion::Deleted { objects } => {
+                info!(bucket = %req.bucket_name, %claim, objects, "bucket is deleted");
+            }
+            Deletion::AlreadyGone => {
+                debug!(bucket = %req.bucket_name, %claim, "bucket is already gone")
+            }
+            Deletion::NotOurs(why) => {
+                info!(bucket = %req.bucket_name, %claim, "keeping the bucket: {why}");
+            }
+        }
+        // Credentials last: until the bucket is gone, the claim's owner may
+        // still need them (to empty it, say).
+        self.revoke_credentials(req, Some(&r.admin)).await
+    }
+
+    async fn revoke(&self, req: &TeardownRequest) -> Result<(), ProvisionError> {
+        self.revoke_credentials(req, None).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::ByteString;
+
+    fn secret(pairs: &[(&str, &[u8])]) -> Secret {
+        Secret {
+            data: Some(
+                pairs
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), ByteString(v.to_vec())))
+                    .collect(),
+            ),
+            ..Default::default()
+        }
+    }
+
+    fn name() -> SecretRef {
+        SecretRef {
+            namespace: "obc-system".into(),
+            name: "s3-admin".into(),
+        }
+    }
+
+    #[test]
+    fn admin_credentials_are_read_and_trimmed() {
+        let c = credentials_from_secret(
+            &name(),
+            &secret(&[(ACCESS_KEY_ID, b"AKID\n"), (SECRET_ACCESS_KEY, b"s3cr3t")]),
+        )
+        .expect("valid");
+        assert_eq!(c, Credentials::new("AKID", "s3cr3t"));
+    }
+
+    #[test]
+    fn missing_keys_name_the_secret_and_the_keys() {
+        let e = credentials_from_secret(&name(), &secret(&[(ACCESS_KEY_ID, b"AKID")]))
+            .expect_err("incomplete");
+        assert!(!e.is_retryable());
+        let text = e.to_string();
+        assert!(text.contains("obc-system/s3-admin"), "{text}");
+        assert!(text.contains("lacks AWS_SECRET_ACCESS_KEY"), "{text}");
+        let e = credentials_from_secret(&name(), &Secret::default()).expect_err("empty");
+        assert!(
+            e.to_string()
+                .contains("lacks AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn bad_values_are_not_echoed() {
+        let e = credentials_from_secret(
+            &name(),
+            &secret(&[
+                (ACCESS_KEY_ID, b"AKID"),
+                (SECRET_ACCESS_KEY, b"\xff\xfesecret-bytes"),
+            ]),
+        )
+        .expect_err("not UTF-8");
+        assert!(!e.to_string().contains("secret-bytes"), "{e}");
+        assert!(!e.to_string().contains("AKID"), "{e}");
+    }
+}

@@ -1,0 +1,326 @@
+//! A provisioner for library tests that records every call and keeps its
+//! "buckets" in memory, plus helpers to run the library's controller
+//! in-process against a [`crate::TestEnv`].
+//!
+//! It follows the idempotency contract exactly as a real backend must, so
+//! the counts it records are what the library made a backend do.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{Context as _, Result};
+use async_trait::async_trait;
+use k8s_openapi::api::storage::v1::StorageClass;
+use kube::api::{Api, PostParams};
+use kube::{Client, ResourceExt};
+use lib_provisioner::api::{ClaimPhase, ObjectBucketClaim, ObjectBucketClaimSpec};
+use lib_provisioner::{
+    BucketAccess, BucketRequest, ControllerBuilder, Credentials, ProvisionError, Provisioner,
+    TeardownRequest,
+};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use crate::testenv::{TestEnv, wait_for};
+
+/// One call the library made.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Call {
+    Provision(String),
+    Grant(String),
+    Delete(String),
+    Revoke(String),
+}
+
+#[derive(Default)]
+struct State {
+    calls: Vec<Call>,
+    /// bucket name -> UID of the claim it was created for.
+    buckets: BTreeMap<String, String>,
+    /// Buckets that existed before any claim (brownfield).
+    existing: BTreeSet<String>,
+    /// Claim UIDs holding credentials.
+    grants: BTreeSet<String>,
+    /// Fail every call with this error until cleared.
+    failing: Option<(bool, String)>,
+}
+
+/// The recording provisioner. Cheap to clone; clones share state.
+#[derive(Clone, Default)]
+pub struct Recorder {
+    state: Arc<Mutex<State>>,
+}
+
+impl Recorder {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Every call so far.
+    pub fn calls(&self) -> Vec<Call> {
+        self.lock().calls.clone()
+    }
+
+    /// How many calls match.
+    pub fn count(&self, f: impl Fn(&Call) -> bool) -> usize {
+        self.lock().calls.iter().filter(|c| f(c)).count()
+    }
+
+    /// Buckets that exist in the "store".
+    pub fn buckets(&self) -> BTreeSet<String> {
+        let s = self.lock();
+        s.buckets.keys().chain(s.existing.iter()).cloned().collect()
+    }
+
+    /// Claims (by UID) that hold credentials.
+    pub fn grants(&self) -> BTreeSet<String> {
+        self.lock().grants.clone()
+    }
+
+    /// Makes `name` exist before any claim, as a brownfield bucket.
+    pub fn add_existing_bucket(&self, name: &str) {
+        self.lock().existing.insert(name.to_owned());
+    }
+
+    /// Records a bucket as created for `claim_uid` (a fixture of earlier work).
+    pub fn add_owned_bucket(&self, name: &str, claim_uid: &str) {
+        self.lock()
+            .buckets
+            .insert(name.to_owned(), claim_uid.to_owned());
+    }
+
+    /// Fails every call until [`Recorder::heal`]: retryable or permanent.
+    pub fn fail(&self, retryable: bool, message: &str) {
+        self.lock().failing = Some((retryable, message.to_owned()));
+    }
+
+    /// Stops failing.
+    pub fn heal(&self) {
+        self.lock().failing = None;
+    }
+
+    fn check_failing(s: &State) -> Result<(), ProvisionError> {
+        match &s.failing {
+            Some((true, m)) => Err(ProvisionError::retryable(m.clone())),
+            Some((false, m)) => Err(ProvisionError::permanent(m.clone())),
+            None => Ok(()),
+        }
+    }
+
+    fn access(req_uid: &str) -> BucketAccess {
+        BucketAccess::new(
+            "s3.test.local",
+            9000,
+            Credentials::new(format!("AK-{req_uid}"), format!("SK-{req_uid}")),
+        )
+        .with_region("test-1")
+        .with_state("user", format!("user-{req_uid}"))
+    }
+}
+
+#[async_trait]
+impl Provisioner for Recorder {
+    async fn provision(&self, req: &BucketRequest) -> Result<BucketAccess, ProvisionError> {
+        let mut s = self.lock();
+        s.calls.push(Call::Provision(req.bucket_name.clone()));
+        Self::check_failing(&s)?;
+        if s.existing.contains(&req.bucket_name) {
+            return Err(ProvisionError::permanent(format!(
+                "bucket {} exists and was not created for this claim",
+                req.bucket_name
+            )));
+        }
+        let owner = s
+            .buckets
+            .entry(req.bucket_name.clone())
+            .or_insert_with(|| req.claim_uid.clone());
+        if *owner != req.claim_uid {
+            return Err(ProvisionError::permanent(format!(
+                "bucket {} belongs to another claim",
+                req.bucket_name
+            )));
+        }
+        s.grants.insert(req.claim_uid.clone());
+        Ok(Self::access(&req.claim_uid))
+    }
+
+    async fn grant(&self, req: &BucketRequest) -> Result<BucketAccess, ProvisionError> {
+        let mut s = self.lock();
+        s.calls.push(Call::Grant(req.bucket_name.clone()));
+        Self::check_failing(&s)?;
+        if !s.existing.contains(&req.bucket_name) && !s.buckets.contains_key(&req.bucket_name) {
+            return Err(ProvisionError::permanent(format!(
+                "bucket {} does not exist",
+                req.bucket_name
+            )));
+        }
+        s.grants.insert(req.claim_uid.clone());
+        Ok(Self::access(&req.claim_uid))
+    }
+
+    async fn delete(&self, req: &TeardownRequest) -> Result<(), ProvisionError> {
+        let mut s = self.lock();
+        s.calls.push(Call::Delete(req.bucket_name.clone()));
+        Self::check_failing(&s)?;
+        if s.buckets.get(&req.bucket_name) == Some(&req.claim_uid) {
+            s.buckets.remove(&req.bucket_name);
+        }
+        s.grants.remove(&req.claim_uid);
+        Ok(())
+    }
+
+    async fn revoke(&self, req: &TeardownRequest) -> Result<(), ProvisionError> {
+        let mut s = self.lock();
+        s.calls.push(Call::Revoke(req.bucket_name.clone()));
+        Self::check_failing(&s)?;
+        s.grants.remove(&req.claim_uid);
+        Ok(())
+    }
+}
+
+/// The provisioner name the library tests use.
+pub const PROVISIONER: &str = "test.objectbucket.io/recorder";
+
+/// A controller running in this process; stopped when dropped.
+pub struct RunningController {
+    stop: Option<oneshot::Sender<()>>,
+    handle: Option<JoinHandle<lib_provisioner::error::Result<()>>>,
+}
+
+impl RunningController {
+    /// Starts the library's controller with `provisioner`.
+    pub fn start<P: Provisioner>(client: Client, provisioner: P) -> Self {
+        Self::start_with(client, ControllerBuilder::new(PROVISIONER, provisioner))
+    }
+
+    /// Starts a configured builder.
+    pub fn start_with<P: Provisioner>(client: Client, builder: ControllerBuilder<P>) -> Self {
+        let (tx, rx) = oneshot::channel();
+        let builder = builder.backoff(Duration::from_millis(200), Duration::from_secs(2));
+        let handle = tokio::spawn(builder.run(client, async move {
+            let _ = rx.await;
+        }));
+        Self {
+            stop: Some(tx),
+            handle: Some(handle),
+        }
+    }
+
+    /// Stops it and waits for in-flight work to finish.
+    pub async fn stop(mut self) -> Result<()> {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(h) = self.handle.take() {
+            h.await.context("controller task panicked")??;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for RunningController {
+    fn drop(&mut self) {
+        if let Some(h) = &self.handle {
+            h.abort();
+        }
+    }
+}
+
+/// Installs the CRDs from `crds/`.
+pub async fn install_crds(env: &TestEnv) -> Result<()> {
+    for (_, yaml) in lib_provisioner::api::crd_files() {
+        env.install_crds(&yaml).await?;
+    }
+    Ok(())
+}
+
+/// Creates a StorageClass for [`PROVISIONER`].
+pub async fn create_class(
+    client: &Client,
+    name: &str,
+    reclaim: &str,
+    params: &[(&str, &str)],
+) -> Result<()> {
+    create_class_for(client, name, PROVISIONER, reclaim, params).await
+}
+
+/// Creates a StorageClass for any provisioner.
+pub async fn create_class_for(
+    client: &Client,
+    name: &str,
+    provisioner: &str,
+    reclaim: &str,
+    params: &[(&str, &str)],
+) -> Result<()> {
+    let mut class = StorageClass {
+        provisioner: provisioner.to_owned(),
+        reclaim_policy: Some(reclaim.to_owned()),
+        parameters: Some(
+            params
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        ),
+        ..Default::default()
+    };
+    class.metadata.name = Some(name.to_owned());
+    Api::<StorageClass>::all(client.clone())
+        .create(&PostParams::default(), &class)
+        .await
+        .with_context(|| format!("creating StorageClass {name}"))?;
+    Ok(())
+}
+
+/// Creates a claim.
+pub async fn create_claim(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    spec: ObjectBucketClaimSpec,
+) -> Result<ObjectBucketClaim> {
+    Api::<ObjectBucketClaim>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &ObjectBucketClaim::new(name, spec))
+        .await
+        .with_context(|| format!("creating claim {ns}/{name}"))
+}
+
+/// Waits until the claim reaches `phase`, and returns it.
+pub async fn wait_phase(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    phase: ClaimPhase,
+    timeout: Duration,
+) -> Result<ObjectBucketClaim> {
+    let api = Api::<ObjectBucketClaim>::namespaced(client.clone(), ns);
+    wait_for(
+        timeout,
+        format!("claim {ns}/{name} to be {}", phase.as_str()),
+        || async {
+            let claim = api.get_opt(name).await?;
+            Ok(claim.filter(|c| c.status.as_ref().and_then(|s| s.phase) == Some(phase)))
+        },
+    )
+    .await
+}
+
+/// Waits until a Get of `name` says NotFound.
+pub async fn wait_gone<K>(api: &Api<K>, name: &str, timeout: Duration) -> Result<()>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    wait_for(timeout, format!("{name} to be gone"), || async {
+        Ok(api.get_opt(name).await?.is_none().then_some(()))
+    })
+    .await
+}
+
+/// The claim's status message, for assertions.
+pub fn message(claim: &ObjectBucketClaim) -> String {
+    claim
+        .status
+        .as_ref()
+        .and_then(|s| s.message.clone())
+        .unwrap_or_else(|| format!("<no message on {}>", claim.name_any()))
+}
