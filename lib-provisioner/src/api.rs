@@ -327,8 +327,14 @@ pub fn crd_files() -> Vec<(&'static str, String)> {
         )
     };
     vec![
-        ("objectbucket.io_objectbucketclaims.yaml", render(ObjectBucketClaim::crd())),
-        ("objectbucket.io_objectbuckets.yaml", render(ObjectBucket::crd())),
+        (
+            "objectbucket.io_objectbucketclaims.yaml",
+            render(ObjectBucketClaim::crd()),
+        ),
+        (
+            "objectbucket.io_objectbuckets.yaml",
+            render(ObjectBucket::crd()),
+        ),
     ]
 }
 

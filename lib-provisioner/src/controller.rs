@@ -134,7 +134,11 @@ impl<P: Provisioner> ControllerBuilder<P> {
     /// Runs until `shutdown` completes (then returns `Ok`) or leadership is
     /// lost (then returns [`Error::LostLease`]; exit and let the Deployment
     /// restart the process as a standby).
-    pub async fn run(self, client: Client, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<()> {
+    pub async fn run(
+        self,
+        client: Client,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<()> {
         let health = Arc::new(Health::default());
         let (stop_tx, stop_rx) = watch::channel(false);
         let mut shutdown = shutdown.boxed();
@@ -144,10 +148,17 @@ impl<P: Provisioner> ControllerBuilder<P> {
             let listener = tokio::net::TcpListener::bind(addr)
                 .await
                 .map_err(|source| Error::Serve { addr, source })?;
-            tokio::spawn(crate::server::serve(listener, health.clone(), metrics.clone()));
+            tokio::spawn(crate::server::serve(
+                listener,
+                health.clone(),
+                metrics.clone(),
+            ));
         }
 
-        let elector = self.leader_election.clone().map(|cfg| Arc::new(Elector::new(client.clone(), cfg)));
+        let elector = self
+            .leader_election
+            .clone()
+            .map(|cfg| Arc::new(Elector::new(client.clone(), cfg)));
         if let Some(elector) = &elector {
             // A standby is healthy and ready: it serves by waiting.
             health.ready.store(true, Ordering::Relaxed);
@@ -200,12 +211,16 @@ impl<P: Provisioner> ControllerBuilder<P> {
             WatchScope::Namespaces(list) => list.len(),
         };
         let (classes, class_writer) = reflector::store_shared::<StorageClass>(256);
-        let mut class_subscriptions: Vec<_> = (0..scope_count).filter_map(|_| class_writer.subscribe()).collect();
+        let mut class_subscriptions: Vec<_> = (0..scope_count)
+            .filter_map(|_| class_writer.subscribe())
+            .collect();
         let class_feed = watcher(Api::<StorageClass>::all(client.clone()), wc.clone())
             .default_backoff()
             .reflect_shared(class_writer);
         let (buckets, bucket_writer) = reflector::store_shared::<ObjectBucket>(1024);
-        let mut bucket_subscriptions: Vec<_> = (0..=scope_count).filter_map(|_| bucket_writer.subscribe()).collect();
+        let mut bucket_subscriptions: Vec<_> = (0..=scope_count)
+            .filter_map(|_| bucket_writer.subscribe())
+            .collect();
         let bucket_feed = watcher(Api::<ObjectBucket>::all(client.clone()), wc.clone())
             .default_backoff()
             .reflect_shared(bucket_writer);
@@ -220,7 +235,8 @@ impl<P: Provisioner> ControllerBuilder<P> {
             claims: Store<ObjectBucketClaim>,
             claim_feed: BoxStream<'static, Result<ObjectBucketClaim, watcher::Error>>,
             secret_feed: BoxStream<'static, Result<PartialObjectMeta<Secret>, watcher::Error>>,
-            config_map_feed: BoxStream<'static, Result<PartialObjectMeta<ConfigMap>, watcher::Error>>,
+            config_map_feed:
+                BoxStream<'static, Result<PartialObjectMeta<ConfigMap>, watcher::Error>>,
         }
         let mut scopes = Vec::new();
         let mut secret_stores = Vec::new();
@@ -237,19 +253,31 @@ impl<P: Provisioner> ControllerBuilder<P> {
                 }
             }
             let (claims, claim_writer) = reflector::store();
-            let claim_feed = reflector::reflector(claim_writer, watcher(api::<ObjectBucketClaim>(&client, &namespace), wc.clone()))
-                .default_backoff()
-                .touched_objects()
-                .boxed();
+            let claim_feed = reflector::reflector(
+                claim_writer,
+                watcher(api::<ObjectBucketClaim>(&client, &namespace), wc.clone()),
+            )
+            .default_backoff()
+            .touched_objects()
+            .boxed();
             let (secrets, secret_writer) = reflector::store();
-            let secret_feed = reflector::reflector(secret_writer, watcher(api::<PartialObjectMeta<Secret>>(&client, &namespace), child_wc.clone()))
-                .default_backoff()
-                .touched_objects()
-                .boxed();
+            let secret_feed = reflector::reflector(
+                secret_writer,
+                watcher(
+                    api::<PartialObjectMeta<Secret>>(&client, &namespace),
+                    child_wc.clone(),
+                ),
+            )
+            .default_backoff()
+            .touched_objects()
+            .boxed();
             let (config_maps, config_map_writer) = reflector::store();
             let config_map_feed = reflector::reflector(
                 config_map_writer,
-                watcher(api::<PartialObjectMeta<ConfigMap>>(&client, &namespace), child_wc.clone()),
+                watcher(
+                    api::<PartialObjectMeta<ConfigMap>>(&client, &namespace),
+                    child_wc.clone(),
+                ),
             )
             .default_backoff()
             .touched_objects()
@@ -264,8 +292,10 @@ impl<P: Provisioner> ControllerBuilder<P> {
                 config_map_feed,
             });
         }
-        let claim_stores: Vec<Store<ObjectBucketClaim>> = scopes.iter().map(|s| s.claims.clone()).collect();
-        let claim_namespaces: Vec<Option<String>> = scopes.iter().map(|s| s.namespace.clone()).collect();
+        let claim_stores: Vec<Store<ObjectBucketClaim>> =
+            scopes.iter().map(|s| s.claims.clone()).collect();
+        let claim_namespaces: Vec<Option<String>> =
+            scopes.iter().map(|s| s.namespace.clone()).collect();
         let claim_client = client.clone();
         metrics.watch_claims(claim_stores.clone());
 
@@ -293,7 +323,8 @@ impl<P: Provisioner> ControllerBuilder<P> {
         let stopped = |mut rx: watch::Receiver<bool>| async move {
             let _ = rx.wait_for(|s| *s).await;
         };
-        let controller_config = kube::runtime::controller::Config::default().concurrency(self.concurrency);
+        let controller_config =
+            kube::runtime::controller::Config::default().concurrency(self.concurrency);
         let mut tasks: Vec<BoxFuture<'static, ()>> = Vec::new();
         for scope in scopes {
             let in_scope = {
@@ -327,7 +358,9 @@ impl<P: Provisioner> ControllerBuilder<P> {
                     claims_for_class
                         .state()
                         .into_iter()
-                        .filter(|c| c.spec.storage_class_name == name && c.spec.object_bucket_name.is_none())
+                        .filter(|c| {
+                            c.spec.storage_class_name == name && c.spec.object_bucket_name.is_none()
+                        })
                         .map(|c| ObjectRef::from_obj(c.as_ref()))
                         .collect::<Vec<_>>()
                 })
@@ -352,10 +385,13 @@ impl<P: Provisioner> ControllerBuilder<P> {
                     None => Api::all(claim_client.clone()),
                 };
                 let trigger = watcher(api, wc.clone()).default_backoff().touched_objects();
-                controller = controller.watches_stream(trigger, |claim: PartialObjectMeta<ObjectBucketClaim>| {
-                    let (ns, name) = (claim.metadata.namespace?, claim.metadata.name?);
-                    Some(ObjectRef::new(&names::object_bucket_name(&ns, &name)))
-                });
+                controller = controller.watches_stream(
+                    trigger,
+                    |claim: PartialObjectMeta<ObjectBucketClaim>| {
+                        let (ns, name) = (claim.metadata.namespace?, claim.metadata.name?);
+                        Some(ObjectRef::new(&names::object_bucket_name(&ns, &name)))
+                    },
+                );
             }
             let controller = controller
                 .graceful_shutdown_on(stopped(stop.clone()))
@@ -413,9 +449,13 @@ where
     use kube::runtime::controller::Error as E;
     match e {
         // Already on the object (status, events) and in metrics.
-        E::ReconcilerFailed(err, obj) => tracing::debug!(controller = what, object = %obj, error = %err, "reconcile failed"),
+        E::ReconcilerFailed(err, obj) => {
+            tracing::debug!(controller = what, object = %obj, error = %err, "reconcile failed")
+        }
         // Deleted between the trigger and the reconcile: nothing to do.
-        E::ObjectNotFound(obj) => tracing::debug!(controller = what, object = %obj, "object is gone"),
+        E::ObjectNotFound(obj) => {
+            tracing::debug!(controller = what, object = %obj, "object is gone")
+        }
         other => warn!(controller = what, error = %other, "controller error"),
     }
 }

@@ -44,7 +44,11 @@ pub struct LeaderElection {
 
 impl LeaderElection {
     /// An election with a 15 s lease renewed every 5 s.
-    pub fn new(namespace: impl Into<String>, lease_name: impl Into<String>, identity: impl Into<String>) -> Self {
+    pub fn new(
+        namespace: impl Into<String>,
+        lease_name: impl Into<String>,
+        identity: impl Into<String>,
+    ) -> Self {
         Self {
             namespace: namespace.into(),
             lease_name: lease_name.into(),
@@ -111,14 +115,20 @@ impl Elector {
             match self.try_hold().await {
                 Ok(Attempt::Held) => last_renewed = Instant::now(),
                 Ok(Attempt::HeldByOther(holder)) => {
-                    return Error::LostLease(format!("{} (now held by {holder})", self.cfg.lease_name));
+                    return Error::LostLease(format!(
+                        "{} (now held by {holder})",
+                        self.cfg.lease_name
+                    ));
                 }
                 Err(e) => {
                     warn!(error = %e, "could not renew the leader lease");
                     // Stop before our lease can expire, so the next leader never
                     // overlaps with us.
                     if last_renewed.elapsed() + self.cfg.renew_every >= self.cfg.lease_duration {
-                        return Error::LostLease(format!("{} (renewal failed: {e})", self.cfg.lease_name));
+                        return Error::LostLease(format!(
+                            "{} (renewal failed: {e})",
+                            self.cfg.lease_name
+                        ));
                     }
                 }
             }
@@ -132,7 +142,11 @@ impl Elector {
             if spec.holder_identity.as_deref() == Some(&self.cfg.identity) {
                 spec.holder_identity = None;
                 spec.renew_time = None;
-                if let Err(e) = self.api.replace(&self.cfg.lease_name, &PostParams::default(), &lease).await {
+                if let Err(e) = self
+                    .api
+                    .replace(&self.cfg.lease_name, &PostParams::default(), &lease)
+                    .await
+                {
                     warn!(error = %e, "could not release the leader lease");
                 }
             }
@@ -165,7 +179,9 @@ impl Elector {
             };
             return match self.api.create(&PostParams::default(), &lease).await {
                 Ok(_) => Ok(Attempt::Held),
-                Err(e) if is_status(&e, 409) => Ok(Attempt::HeldByOther("a replica that just created it".into())),
+                Err(e) if is_status(&e, 409) => Ok(Attempt::HeldByOther(
+                    "a replica that just created it".into(),
+                )),
                 Err(e) => Err(Error::kube("create the leader lease")(e)),
             };
         };
@@ -173,10 +189,10 @@ impl Elector {
         let holder = spec.holder_identity.clone().filter(|h| !h.is_empty());
         let ours = holder.as_deref() == Some(self.cfg.identity.as_str());
         if !ours {
-            if let Some(holder) = holder {
-                if !expired(spec, Timestamp::now()) {
-                    return Ok(Attempt::HeldByOther(holder));
-                }
+            if let Some(holder) = holder
+                && !expired(spec, Timestamp::now())
+            {
+                return Ok(Attempt::HeldByOther(holder));
             }
             spec.acquire_time = Some(now.clone());
             spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
@@ -184,9 +200,15 @@ impl Elector {
         }
         spec.renew_time = Some(now);
         spec.lease_duration_seconds = Some(duration_secs);
-        match self.api.replace(&self.cfg.lease_name, &PostParams::default(), &lease).await {
+        match self
+            .api
+            .replace(&self.cfg.lease_name, &PostParams::default(), &lease)
+            .await
+        {
             Ok(_) => Ok(Attempt::Held),
-            Err(e) if is_status(&e, 409) => Ok(Attempt::HeldByOther("a replica that just renewed it".into())),
+            Err(e) if is_status(&e, 409) => Ok(Attempt::HeldByOther(
+                "a replica that just renewed it".into(),
+            )),
             Err(e) => Err(Error::kube("renew the leader lease")(e)),
         }
     }
@@ -198,7 +220,10 @@ fn expired(spec: &LeaseSpec, now: Timestamp) -> bool {
         return true;
     };
     let duration = i64::from(spec.lease_duration_seconds.unwrap_or(15));
-    match renewed.0.checked_add(jiff::SignedDuration::from_secs(duration)) {
+    match renewed
+        .0
+        .checked_add(jiff::SignedDuration::from_secs(duration))
+    {
         Ok(until) => until < now,
         Err(_) => false,
     }

@@ -32,5 +32,7 @@ mod writes;
 
 pub use controller::{ControllerBuilder, WatchScope};
 pub use error::Error;
-pub use provisioner::{BucketAccess, BucketRequest, Credentials, ProvisionError, Provisioner, TeardownRequest};
+pub use provisioner::{
+    BucketAccess, BucketRequest, Credentials, ProvisionError, Provisioner, TeardownRequest,
+};
 pub use reconcile::status::BOUND_CONDITION;

@@ -66,8 +66,14 @@ impl Metrics {
         let reconciles = Family::<Labels, Counter>::default();
         let reconcile_duration = duration_histogram();
         let operations = Family::<Labels, Counter>::default();
-        let operation_duration = Family::<Labels, Histogram>::new_with_constructor(duration_histogram as fn() -> Histogram);
-        registry.register("obc_reconciles", "Claim reconciles by result", reconciles.clone());
+        let operation_duration = Family::<Labels, Histogram>::new_with_constructor(
+            duration_histogram as fn() -> Histogram,
+        );
+        registry.register(
+            "obc_reconciles",
+            "Claim reconciles by result",
+            reconciles.clone(),
+        );
         registry.register(
             "obc_reconcile_duration_seconds",
             "Time a claim reconcile took",
@@ -83,7 +89,9 @@ impl Metrics {
             "Time provisioner calls took",
             operation_duration.clone(),
         );
-        registry.register_collector(Box::new(PhaseCollector { claims: claims.clone() }));
+        registry.register_collector(Box::new(PhaseCollector {
+            claims: claims.clone(),
+        }));
         Self {
             claims,
             registry,
@@ -101,14 +109,19 @@ impl Metrics {
 
     pub(crate) fn reconciled(&self, took: Duration, error: Option<&Error>) {
         let result = error.map_or("ok", Error::kind);
-        self.reconciles.get_or_create(&vec![("result", result.to_owned())]).inc();
+        self.reconciles
+            .get_or_create(&vec![("result", result.to_owned())])
+            .inc();
         self.reconcile_duration.observe(took.as_secs_f64());
     }
 
     pub(crate) fn operation(&self, operation: &'static str, took: Duration, ok: bool) {
         let result = if ok { "ok" } else { "error" };
         self.operations
-            .get_or_create(&vec![("operation", operation.to_owned()), ("result", result.to_owned())])
+            .get_or_create(&vec![
+                ("operation", operation.to_owned()),
+                ("result", result.to_owned()),
+            ])
             .inc();
         self.operation_duration
             .get_or_create(&vec![("operation", operation.to_owned())])
@@ -142,7 +155,11 @@ impl Collector for PhaseCollector {
         .iter()
         .map(|p| (p.as_str(), 0))
         .collect();
-        let stores = self.claims.read().unwrap_or_else(|p| p.into_inner()).clone();
+        let stores = self
+            .claims
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
         for claim in stores.iter().flat_map(Store::state) {
             let phase = claim
                 .status

@@ -69,7 +69,9 @@ pub fn validate_bucket_name(name: &str) -> Result<(), String> {
     }
     for prefix in ["xn--", "sthree-"] {
         if name.starts_with(prefix) {
-            return Err(format!("bucket name {name:?} must not start with {prefix:?}"));
+            return Err(format!(
+                "bucket name {name:?} must not start with {prefix:?}"
+            ));
         }
     }
     for suffix in ["-s3alias", "--ol-s3"] {
@@ -192,6 +194,9 @@ mod tests {
 
     #[test]
     fn labels_cannot_hold_slashes() {
-        assert_eq!(provisioner_label_value("ceph.rook.io/bucket"), "ceph.rook.io-bucket");
+        assert_eq!(
+            provisioner_label_value("ceph.rook.io/bucket"),
+            "ceph.rook.io-bucket"
+        );
     }
 }

@@ -34,7 +34,10 @@ pub(crate) async fn serve(listener: TcpListener, health: Arc<Health>, metrics: A
 
 async fn render_metrics(State(state): State<AppState>) -> impl IntoResponse {
     (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
         state.metrics.render(),
     )
 }

@@ -27,7 +27,9 @@ use crate::provisioner::{BucketAccess, Credentials};
 pub const FIELD_MANAGER: &str = "lib-provisioner";
 
 fn claim_api(client: &Client, claim: &ObjectBucketClaim) -> Result<Api<ObjectBucketClaim>> {
-    let ns = claim.namespace().ok_or(Error::MissingField("claim namespace"))?;
+    let ns = claim
+        .namespace()
+        .ok_or(Error::MissingField("claim namespace"))?;
     Ok(Api::namespaced(client.clone(), &ns))
 }
 
@@ -40,7 +42,11 @@ pub(crate) fn owner_reference(claim: &ObjectBucketClaim) -> Result<OwnerReferenc
 
 /// Metadata patch that adds `FINALIZER` and the label (and optionally an
 /// annotation), guarded by `resourceVersion`.
-fn adopt_patch(meta: &ObjectMeta, label: &str, annotations: BTreeMap<&str, &str>) -> serde_json::Value {
+fn adopt_patch(
+    meta: &ObjectMeta,
+    label: &str,
+    annotations: BTreeMap<&str, &str>,
+) -> serde_json::Value {
     let mut finalizers = meta.finalizers.clone().unwrap_or_default();
     if !finalizers.iter().any(|f| f == FINALIZER) {
         finalizers.push(FINALIZER.to_owned());
@@ -136,13 +142,22 @@ pub(crate) async fn write_claim_status(
 }
 
 /// Removes the claim's finalizer: the last write of a deletion.
-pub(crate) async fn remove_claim_finalizer(client: &Client, claim: &ObjectBucketClaim) -> Result<()> {
+pub(crate) async fn remove_claim_finalizer(
+    client: &Client,
+    claim: &ObjectBucketClaim,
+) -> Result<()> {
     match claim_api(client, claim)?
-        .patch(&claim.name_any(), &params(), &Patch::Merge(release_patch(&claim.metadata)))
+        .patch(
+            &claim.name_any(),
+            &params(),
+            &Patch::Merge(release_patch(&claim.metadata)),
+        )
         .await
     {
         Err(e) if is_status(&e, 404) => Ok(()),
-        other => other.map(|_| ()).map_err(Error::kube("remove the claim's finalizer")),
+        other => other
+            .map(|_| ())
+            .map_err(Error::kube("remove the claim's finalizer")),
     }
 }
 
@@ -160,7 +175,10 @@ pub(crate) struct NewObjectBucket<'a> {
 
 /// Creates the ObjectBucket, or returns the one that exists already (the
 /// caller checks whom it is bound to).
-pub(crate) async fn create_object_bucket(client: &Client, new: NewObjectBucket<'_>) -> Result<ObjectBucket> {
+pub(crate) async fn create_object_bucket(
+    client: &Client,
+    new: NewObjectBucket<'_>,
+) -> Result<ObjectBucket> {
     let api: Api<ObjectBucket> = Api::all(client.clone());
     let mut ob = ObjectBucket::new(
         new.name,
@@ -177,7 +195,10 @@ pub(crate) async fn create_object_bucket(client: &Client, new: NewObjectBucket<'
         },
     );
     ob.metadata.finalizers = Some(vec![FINALIZER.to_owned()]);
-    ob.metadata.labels = Some(BTreeMap::from([(PROVISIONER_LABEL.to_owned(), new.label.to_owned())]));
+    ob.metadata.labels = Some(BTreeMap::from([(
+        PROVISIONER_LABEL.to_owned(),
+        new.label.to_owned(),
+    )]));
     ob.metadata.annotations = Some(BTreeMap::from([(
         BUCKET_ORIGIN_ANNOTATION.to_owned(),
         new.origin.as_str().to_owned(),
@@ -238,13 +259,22 @@ pub(crate) async fn set_object_bucket_phase(
 }
 
 /// Removes the ObjectBucket's finalizer; gone already counts as done.
-pub(crate) async fn release_object_bucket(client: &Client, ob: &ObjectBucket) -> Result<Option<ObjectBucket>> {
+pub(crate) async fn release_object_bucket(
+    client: &Client,
+    ob: &ObjectBucket,
+) -> Result<Option<ObjectBucket>> {
     match Api::<ObjectBucket>::all(client.clone())
-        .patch(&ob.name_any(), &params(), &Patch::Merge(release_patch(&ob.metadata)))
+        .patch(
+            &ob.name_any(),
+            &params(),
+            &Patch::Merge(release_patch(&ob.metadata)),
+        )
         .await
     {
         Err(e) if is_status(&e, 404) => Ok(None),
-        other => other.map(Some).map_err(Error::kube("remove the ObjectBucket's finalizer")),
+        other => other
+            .map(Some)
+            .map_err(Error::kube("remove the ObjectBucket's finalizer")),
     }
 }
 
@@ -255,7 +285,9 @@ pub(crate) async fn delete_object_bucket(client: &Client, name: &str) -> Result<
         .await
     {
         Err(e) if is_status(&e, 404) => Ok(()),
-        other => other.map(|_| ()).map_err(Error::kube("delete the ObjectBucket")),
+        other => other
+            .map(|_| ())
+            .map_err(Error::kube("delete the ObjectBucket")),
     }
 }
 
@@ -302,7 +334,10 @@ fn child_meta(claim: &ObjectBucketClaim, label: &str) -> Result<ObjectMeta> {
     Ok(ObjectMeta {
         name: claim.metadata.name.clone(),
         namespace: claim.metadata.namespace.clone(),
-        labels: Some(BTreeMap::from([(PROVISIONER_LABEL.to_owned(), label.to_owned())])),
+        labels: Some(BTreeMap::from([(
+            PROVISIONER_LABEL.to_owned(),
+            label.to_owned(),
+        )])),
         finalizers: Some(vec![FINALIZER.to_owned()]),
         owner_references: Some(vec![owner_reference(claim)?]),
         ..Default::default()
@@ -310,7 +345,11 @@ fn child_meta(claim: &ObjectBucketClaim, label: &str) -> Result<ObjectMeta> {
 }
 
 /// The claim's Secret.
-pub(crate) fn secret(claim: &ObjectBucketClaim, label: &str, credentials: &Credentials) -> Result<Secret> {
+pub(crate) fn secret(
+    claim: &ObjectBucketClaim,
+    label: &str,
+    credentials: &Credentials,
+) -> Result<Secret> {
     Ok(Secret {
         metadata: child_meta(claim, label)?,
         type_: Some("Opaque".to_owned()),
@@ -329,14 +368,33 @@ pub(crate) fn secret(claim: &ObjectBucketClaim, label: &str, credentials: &Crede
 }
 
 /// The claim's ConfigMap, from the ObjectBucket's endpoint.
-pub(crate) fn config_map(claim: &ObjectBucketClaim, label: &str, endpoint: &Endpoint) -> Result<ConfigMap> {
+pub(crate) fn config_map(
+    claim: &ObjectBucketClaim,
+    label: &str,
+    endpoint: &Endpoint,
+) -> Result<ConfigMap> {
     let mut data: BTreeMap<String, String> = endpoint.additional_config.clone();
     data.extend([
-        (config_map_keys::BUCKET_HOST.to_owned(), endpoint.bucket_host.clone()),
-        (config_map_keys::BUCKET_PORT.to_owned(), endpoint.bucket_port.to_string()),
-        (config_map_keys::BUCKET_NAME.to_owned(), endpoint.bucket_name.clone()),
-        (config_map_keys::BUCKET_REGION.to_owned(), endpoint.region.clone()),
-        (config_map_keys::BUCKET_SUBREGION.to_owned(), endpoint.sub_region.clone()),
+        (
+            config_map_keys::BUCKET_HOST.to_owned(),
+            endpoint.bucket_host.clone(),
+        ),
+        (
+            config_map_keys::BUCKET_PORT.to_owned(),
+            endpoint.bucket_port.to_string(),
+        ),
+        (
+            config_map_keys::BUCKET_NAME.to_owned(),
+            endpoint.bucket_name.clone(),
+        ),
+        (
+            config_map_keys::BUCKET_REGION.to_owned(),
+            endpoint.region.clone(),
+        ),
+        (
+            config_map_keys::BUCKET_SUBREGION.to_owned(),
+            endpoint.sub_region.clone(),
+        ),
     ]);
     Ok(ConfigMap {
         metadata: child_meta(claim, label)?,
@@ -348,8 +406,14 @@ pub(crate) fn config_map(claim: &ObjectBucketClaim, label: &str, endpoint: &Endp
 /// Creates the child, or makes an existing one that this claim owns carry
 /// the desired payload. An update replaces the payload in one atomic write,
 /// so a reader sees either the old credentials or the new, never none.
-pub(crate) async fn write_child<K: Child>(client: &Client, claim: &ObjectBucketClaim, desired: K) -> Result<ObjectMeta> {
-    let ns = claim.namespace().ok_or(Error::MissingField("claim namespace"))?;
+pub(crate) async fn write_child<K: Child>(
+    client: &Client,
+    claim: &ObjectBucketClaim,
+    desired: K,
+) -> Result<ObjectMeta> {
+    let ns = claim
+        .namespace()
+        .ok_or(Error::MissingField("claim namespace"))?;
     let api: Api<K> = Api::namespaced(client.clone(), &ns);
     let name = claim.name_any();
     match api.create(&post_params(), &desired).await {
@@ -378,11 +442,22 @@ pub(crate) async fn write_child<K: Child>(client: &Client, claim: &ObjectBucketC
 }
 
 /// Gives an existing child our finalizer and label.
-pub(crate) async fn adopt_child<K: Child>(client: &Client, meta: &ObjectMeta, label: &str) -> Result<ObjectMeta> {
-    let ns = meta.namespace.as_deref().ok_or(Error::MissingField("namespace"))?;
+pub(crate) async fn adopt_child<K: Child>(
+    client: &Client,
+    meta: &ObjectMeta,
+    label: &str,
+) -> Result<ObjectMeta> {
+    let ns = meta
+        .namespace
+        .as_deref()
+        .ok_or(Error::MissingField("namespace"))?;
     let name = meta.name.as_deref().ok_or(Error::MissingField("name"))?;
     Api::<K>::namespaced(client.clone(), ns)
-        .patch(name, &params(), &Patch::Merge(adopt_patch(meta, label, BTreeMap::new())))
+        .patch(
+            name,
+            &params(),
+            &Patch::Merge(adopt_patch(meta, label, BTreeMap::new())),
+        )
         .await
         .map(|k| k.meta().clone())
         .map_err(Error::kube("take over the claim's Secret or ConfigMap"))
@@ -392,7 +467,10 @@ pub(crate) async fn adopt_child<K: Child>(client: &Client, meta: &ObjectMeta, la
 /// would delete it with the claim; deleting it here revokes readers' view of
 /// the credentials as soon as the bucket access is revoked.
 pub(crate) async fn release_child<K: Child>(client: &Client, meta: &ObjectMeta) -> Result<()> {
-    let ns = meta.namespace.as_deref().ok_or(Error::MissingField("namespace"))?;
+    let ns = meta
+        .namespace
+        .as_deref()
+        .ok_or(Error::MissingField("namespace"))?;
     let name = meta.name.as_deref().ok_or(Error::MissingField("name"))?;
     let api = Api::<K>::namespaced(client.clone(), ns);
     if crate::reconcile::plan::has_finalizer(meta) {
@@ -401,9 +479,9 @@ pub(crate) async fn release_child<K: Child>(client: &Client, meta: &ObjectMeta) 
             .await
         {
             Err(e) if is_status(&e, 404) => return Ok(()),
-            other => other
-                .map(|_| ())
-                .map_err(Error::kube("remove the finalizer of the claim's Secret or ConfigMap"))?,
+            other => other.map(|_| ()).map_err(Error::kube(
+                "remove the finalizer of the claim's Secret or ConfigMap",
+            ))?,
         }
     }
     match api.delete(name, &DeleteParams::default()).await {

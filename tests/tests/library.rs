@@ -14,7 +14,7 @@ use lib_provisioner::api::{
     PROVISIONER_LABEL, ReclaimPolicy,
 };
 use obc_tests::recording::{
-    Call, PROVISIONER, Recorder, RunningController, create_class, create_class_for, create_claim,
+    Call, PROVISIONER, Recorder, RunningController, create_claim, create_class, create_class_for,
     install_crds, message, wait_gone, wait_phase,
 };
 use obc_tests::{TestEnv, wait_for};
@@ -56,7 +56,11 @@ fn has_finalizer<K: ResourceExt>(k: &K) -> bool {
 }
 
 fn string_data(cm: &ConfigMap, key: &str) -> String {
-    cm.data.as_ref().and_then(|d| d.get(key)).cloned().unwrap_or_default()
+    cm.data
+        .as_ref()
+        .and_then(|d| d.get(key))
+        .cloned()
+        .unwrap_or_default()
 }
 
 async fn events_for(client: &Client, ns: &str, name: &str) -> Vec<(String, String)> {
@@ -87,49 +91,109 @@ async fn events_for(client: &Client, ns: &str, name: &str) -> Vec<(String, Strin
 async fn greenfield_claims_bind_and_follow_their_reclaim_policy() {
     let (env, client) = setup().await;
     env.ensure_namespace("apps").await.expect("namespace");
-    create_class(&client, "delete-class", "Delete", &[]).await.expect("class");
-    create_class(&client, "retain-class", "Retain", &[]).await.expect("class");
+    create_class(&client, "delete-class", "Delete", &[])
+        .await
+        .expect("class");
+    create_class(&client, "retain-class", "Retain", &[])
+        .await
+        .expect("class");
     let rec = Recorder::default();
     let controller = RunningController::start(client.clone(), rec.clone());
 
-    create_claim(&client, "apps", "gen", generated("delete-class", "photos")).await.expect("claim");
-    create_claim(&client, "apps", "exact", exact("delete-class", "exact-bucket-1")).await.expect("claim");
-    create_claim(&client, "apps", "kept", generated("retain-class", "kept")).await.expect("claim");
+    create_claim(&client, "apps", "gen", generated("delete-class", "photos"))
+        .await
+        .expect("claim");
+    create_claim(
+        &client,
+        "apps",
+        "exact",
+        exact("delete-class", "exact-bucket-1"),
+    )
+    .await
+    .expect("claim");
+    create_claim(&client, "apps", "kept", generated("retain-class", "kept"))
+        .await
+        .expect("claim");
 
-    let genc = wait_phase(&client, "apps", "gen", ClaimPhase::Bound, T).await.expect("genc binds");
-    let exact_claim = wait_phase(&client, "apps", "exact", ClaimPhase::Bound, T).await.expect("exact binds");
-    let kept = wait_phase(&client, "apps", "kept", ClaimPhase::Bound, T).await.expect("kept binds");
+    let genc = wait_phase(&client, "apps", "gen", ClaimPhase::Bound, T)
+        .await
+        .expect("genc binds");
+    let exact_claim = wait_phase(&client, "apps", "exact", ClaimPhase::Bound, T)
+        .await
+        .expect("exact binds");
+    let kept = wait_phase(&client, "apps", "kept", ClaimPhase::Bound, T)
+        .await
+        .expect("kept binds");
 
     // The claim: bound to obc-<ns>-<name>, protected, labelled, with a Bound condition.
-    assert_eq!(genc.spec.object_bucket_name.as_deref(), Some("obc-apps-gen"));
+    assert_eq!(
+        genc.spec.object_bucket_name.as_deref(),
+        Some("obc-apps-gen")
+    );
     assert!(has_finalizer(&genc));
-    assert_eq!(genc.labels().get(PROVISIONER_LABEL).map(String::as_str), Some(LABEL));
+    assert_eq!(
+        genc.labels().get(PROVISIONER_LABEL).map(String::as_str),
+        Some(LABEL)
+    );
     let status = genc.status.clone().expect("status");
-    assert!(status.conditions.iter().any(|c| c.type_ == "Bound" && c.status == "True"));
+    assert!(
+        status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "Bound" && c.status == "True")
+    );
     assert_eq!(status.observed_generation, genc.metadata.generation);
 
     // The ObjectBucket.
     let obs: Api<ObjectBucket> = Api::all(client.clone());
     let ob = obs.get("obc-apps-gen").await.expect("OB exists");
     let bucket = ob.bucket_name().expect("bucket name").to_owned();
-    assert!(bucket.starts_with("photos-") && bucket.len() == "photos-".len() + 8, "{bucket}");
+    assert!(
+        bucket.starts_with("photos-") && bucket.len() == "photos-".len() + 8,
+        "{bucket}"
+    );
     let claim_ref = ob.spec.claim_ref.clone().expect("claimRef");
     assert_eq!(claim_ref.uid, genc.metadata.uid);
     assert_eq!(ob.spec.reclaim_policy, ReclaimPolicy::Delete);
-    assert_eq!(ob.status.as_ref().and_then(|s| s.phase), Some(BucketPhase::Bound));
+    assert_eq!(
+        ob.status.as_ref().and_then(|s| s.phase),
+        Some(BucketPhase::Bound)
+    );
     assert!(has_finalizer(&ob));
-    assert_eq!(ob.spec.additional_state.as_ref().and_then(|s| s.get("user")).cloned(), Some(format!("user-{}", genc.uid().unwrap_or_default())));
-    assert_eq!(obs.get("obc-apps-exact").await.expect("OB").bucket_name(), Some("exact-bucket-1"));
-    assert_eq!(exact_claim.spec.bucket_name.as_deref(), Some("exact-bucket-1"));
+    assert_eq!(
+        ob.spec
+            .additional_state
+            .as_ref()
+            .and_then(|s| s.get("user"))
+            .cloned(),
+        Some(format!("user-{}", genc.uid().unwrap_or_default()))
+    );
+    assert_eq!(
+        obs.get("obc-apps-exact").await.expect("OB").bucket_name(),
+        Some("exact-bucket-1")
+    );
+    assert_eq!(
+        exact_claim.spec.bucket_name.as_deref(),
+        Some("exact-bucket-1")
+    );
 
     // Secret and ConfigMap: named after the claim, owned by it, labelled.
     let secrets: Api<Secret> = Api::namespaced(client.clone(), "apps");
     let secret = secrets.get("gen").await.expect("secret");
     let data = secret.data.clone().expect("data");
-    assert_eq!(data.keys().cloned().collect::<Vec<_>>(), vec!["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"]);
-    assert_eq!(data["AWS_ACCESS_KEY_ID"].0, format!("AK-{}", genc.uid().unwrap_or_default()).into_bytes());
+    assert_eq!(
+        data.keys().cloned().collect::<Vec<_>>(),
+        vec!["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"]
+    );
+    assert_eq!(
+        data["AWS_ACCESS_KEY_ID"].0,
+        format!("AK-{}", genc.uid().unwrap_or_default()).into_bytes()
+    );
     let owner = &secret.owner_references()[0];
-    assert_eq!((owner.kind.as_str(), Some(&owner.uid)), ("ObjectBucketClaim", genc.metadata.uid.as_ref()));
+    assert_eq!(
+        (owner.kind.as_str(), Some(&owner.uid)),
+        ("ObjectBucketClaim", genc.metadata.uid.as_ref())
+    );
     assert_eq!(owner.controller, Some(true));
     assert!(has_finalizer(&secret));
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "apps");
@@ -139,25 +203,57 @@ async fn greenfield_claims_bind_and_follow_their_reclaim_policy() {
     assert_eq!(string_data(&cm, "BUCKET_PORT"), "9000");
     assert_eq!(string_data(&cm, "BUCKET_REGION"), "test-1");
     assert_eq!(cm.owner_references()[0].uid, genc.uid().unwrap_or_default());
-    assert!(events_for(&client, "apps", "gen").await.iter().any(|(r, _)| r == "Bound"));
+    assert!(
+        events_for(&client, "apps", "gen")
+            .await
+            .iter()
+            .any(|(r, _)| r == "Bound")
+    );
 
     // Exactly one provision per claim.
-    assert_eq!(rec.count(|c| matches!(c, Call::Provision(b) if *b == bucket)), 1, "{:?}", rec.calls());
-    assert_eq!(rec.count(|c| matches!(c, Call::Provision(_))), 3, "{:?}", rec.calls());
+    assert_eq!(
+        rec.count(|c| matches!(c, Call::Provision(b) if *b == bucket)),
+        1,
+        "{:?}",
+        rec.calls()
+    );
+    assert_eq!(
+        rec.count(|c| matches!(c, Call::Provision(_))),
+        3,
+        "{:?}",
+        rec.calls()
+    );
 
     // Reclaim policy Delete: bucket, OB, Secret, ConfigMap and claim all go.
     let claims: Api<ObjectBucketClaim> = Api::namespaced(client.clone(), "apps");
-    claims.delete("gen", &DeleteParams::default()).await.expect("delete");
+    claims
+        .delete("gen", &DeleteParams::default())
+        .await
+        .expect("delete");
     wait_gone(&claims, "gen", T).await.expect("claim gone");
     wait_gone(&obs, "obc-apps-gen", T).await.expect("OB gone");
     wait_gone(&secrets, "gen", T).await.expect("secret gone");
     wait_gone(&cms, "gen", T).await.expect("configmap gone");
-    assert_eq!(rec.count(|c| *c == Call::Delete(bucket.clone())), 1, "{:?}", rec.calls());
+    assert_eq!(
+        rec.count(|c| *c == Call::Delete(bucket.clone())),
+        1,
+        "{:?}",
+        rec.calls()
+    );
     assert!(!rec.buckets().contains(&bucket));
 
     // Reclaim policy Retain: access revoked, bucket kept, OB Released.
-    let kept_bucket = obs.get("obc-apps-kept").await.expect("OB").bucket_name().expect("name").to_owned();
-    claims.delete("kept", &DeleteParams::default()).await.expect("delete");
+    let kept_bucket = obs
+        .get("obc-apps-kept")
+        .await
+        .expect("OB")
+        .bucket_name()
+        .expect("name")
+        .to_owned();
+    claims
+        .delete("kept", &DeleteParams::default())
+        .await
+        .expect("delete");
     wait_gone(&claims, "kept", T).await.expect("claim gone");
     let released = wait_for(T, "OB to be Released", || async {
         let ob = obs.get("obc-apps-kept").await?;
@@ -165,22 +261,49 @@ async fn greenfield_claims_bind_and_follow_their_reclaim_policy() {
     })
     .await
     .expect("released");
-    assert!(!has_finalizer(&released), "a released OB can be deleted by an admin");
+    assert!(
+        !has_finalizer(&released),
+        "a released OB can be deleted by an admin"
+    );
     assert!(rec.buckets().contains(&kept_bucket));
-    assert_eq!(rec.count(|c| matches!(c, Call::Delete(b) if *b == kept_bucket)), 0);
+    assert_eq!(
+        rec.count(|c| matches!(c, Call::Delete(b) if *b == kept_bucket)),
+        0
+    );
     assert_eq!(rec.count(|c| *c == Call::Revoke(kept_bucket.clone())), 1);
     assert!(!rec.grants().contains(&kept.uid().unwrap_or_default()));
     wait_gone(&secrets, "kept", T).await.expect("secret gone");
 
     // A new claim with the retained claim's name is told why it cannot bind.
-    create_claim(&client, "apps", "kept", generated("retain-class", "kept")).await.expect("claim");
-    let failed = wait_phase(&client, "apps", "kept", ClaimPhase::Failed, T).await.expect("fails");
-    assert!(message(&failed).contains("delete that ObjectBucket"), "{}", message(&failed));
+    create_claim(&client, "apps", "kept", generated("retain-class", "kept"))
+        .await
+        .expect("claim");
+    let failed = wait_phase(&client, "apps", "kept", ClaimPhase::Failed, T)
+        .await
+        .expect("fails");
+    assert!(
+        message(&failed).contains("delete that ObjectBucket"),
+        "{}",
+        message(&failed)
+    );
     // Deleting the released OB (the bucket stays) lets the new claim bind.
-    obs.delete("obc-apps-kept", &DeleteParams::default()).await.expect("delete OB");
+    obs.delete("obc-apps-kept", &DeleteParams::default())
+        .await
+        .expect("delete OB");
     wait_gone(&obs, "obc-apps-kept", T).await.expect("OB gone");
-    wait_phase(&client, "apps", "kept", ClaimPhase::Bound, Duration::from_secs(60)).await.expect("binds after");
-    assert!(rec.buckets().contains(&kept_bucket), "retained bucket survives");
+    wait_phase(
+        &client,
+        "apps",
+        "kept",
+        ClaimPhase::Bound,
+        Duration::from_secs(60),
+    )
+    .await
+    .expect("binds after");
+    assert!(
+        rec.buckets().contains(&kept_bucket),
+        "retained bucket survives"
+    );
 
     controller.stop().await.expect("controller stops cleanly");
 }
@@ -189,36 +312,78 @@ async fn greenfield_claims_bind_and_follow_their_reclaim_policy() {
 async fn brownfield_claims_get_access_and_deletion_only_revokes() {
     let (env, client) = setup().await;
     env.ensure_namespace("apps").await.expect("namespace");
-    create_class(&client, "shared", "Delete", &[("bucketName", "shared-data")]).await.expect("class");
+    create_class(
+        &client,
+        "shared",
+        "Delete",
+        &[("bucketName", "shared-data")],
+    )
+    .await
+    .expect("class");
     let rec = Recorder::default();
     rec.add_existing_bucket("shared-data");
     let controller = RunningController::start(client.clone(), rec.clone());
 
-    create_claim(&client, "apps", "reader", spec("shared")).await.expect("claim");
-    create_claim(&client, "apps", "writer", generated("shared", "ignored")).await.expect("claim");
-    let reader = wait_phase(&client, "apps", "reader", ClaimPhase::Bound, T).await.expect("binds");
-    wait_phase(&client, "apps", "writer", ClaimPhase::Bound, T).await.expect("binds");
-    assert_eq!(rec.count(|c| *c == Call::Grant("shared-data".into())), 2, "{:?}", rec.calls());
+    create_claim(&client, "apps", "reader", spec("shared"))
+        .await
+        .expect("claim");
+    create_claim(&client, "apps", "writer", generated("shared", "ignored"))
+        .await
+        .expect("claim");
+    let reader = wait_phase(&client, "apps", "reader", ClaimPhase::Bound, T)
+        .await
+        .expect("binds");
+    wait_phase(&client, "apps", "writer", ClaimPhase::Bound, T)
+        .await
+        .expect("binds");
+    assert_eq!(
+        rec.count(|c| *c == Call::Grant("shared-data".into())),
+        2,
+        "{:?}",
+        rec.calls()
+    );
     assert_eq!(rec.count(|c| matches!(c, Call::Provision(_))), 0);
     let obs: Api<ObjectBucket> = Api::all(client.clone());
     let ob = obs.get("obc-apps-reader").await.expect("OB");
     assert_eq!(ob.bucket_name(), Some("shared-data"));
-    assert_eq!(ob.annotations().get("objectbucket.io/bucket-origin").map(String::as_str), Some("brownfield"));
+    assert_eq!(
+        ob.annotations()
+            .get("objectbucket.io/bucket-origin")
+            .map(String::as_str),
+        Some("brownfield")
+    );
 
     let claims: Api<ObjectBucketClaim> = Api::namespaced(client.clone(), "apps");
-    claims.delete("reader", &DeleteParams::default()).await.expect("delete");
+    claims
+        .delete("reader", &DeleteParams::default())
+        .await
+        .expect("delete");
     wait_gone(&claims, "reader", T).await.expect("gone");
-    wait_gone(&obs, "obc-apps-reader", T).await.expect("OB gone");
+    wait_gone(&obs, "obc-apps-reader", T)
+        .await
+        .expect("OB gone");
     assert_eq!(rec.count(|c| *c == Call::Revoke("shared-data".into())), 1);
-    assert_eq!(rec.count(|c| matches!(c, Call::Delete(_))), 0, "a brownfield bucket is never deleted");
+    assert_eq!(
+        rec.count(|c| matches!(c, Call::Delete(_))),
+        0,
+        "a brownfield bucket is never deleted"
+    );
     assert!(rec.buckets().contains("shared-data"));
     assert!(!rec.grants().contains(&reader.uid().unwrap_or_default()));
     assert!(rec.grants().len() == 1, "the other claim keeps its access");
 
     // A brownfield claim that asks for another bucket is told why.
-    create_claim(&client, "apps", "wrong", exact("shared", "another-bucket")).await.expect("claim");
-    let failed = wait_phase(&client, "apps", "wrong", ClaimPhase::Failed, T).await.expect("fails");
-    assert!(message(&failed).contains("grants access to the existing bucket \"shared-data\""), "{}", message(&failed));
+    create_claim(&client, "apps", "wrong", exact("shared", "another-bucket"))
+        .await
+        .expect("claim");
+    let failed = wait_phase(&client, "apps", "wrong", ClaimPhase::Failed, T)
+        .await
+        .expect("fails");
+    assert!(
+        message(&failed).contains("grants access to the existing bucket \"shared-data\""),
+        "{}",
+        message(&failed)
+    );
     controller.stop().await.expect("stops");
 }
 
@@ -226,88 +391,237 @@ async fn brownfield_claims_get_access_and_deletion_only_revokes() {
 async fn bad_input_gets_a_clear_message_and_nothing_else() {
     let (env, client) = setup().await;
     env.ensure_namespace("bad").await.expect("namespace");
-    create_class(&client, "good", "Delete", &[]).await.expect("class");
-    create_class(&client, "bad-brownfield", "Delete", &[("bucketName", "Not_Valid")]).await.expect("class");
-    create_class_for(&client, "someone-else", "other.example.com/bucket", "Delete", &[]).await.expect("class");
+    create_class(&client, "good", "Delete", &[])
+        .await
+        .expect("class");
+    create_class(
+        &client,
+        "bad-brownfield",
+        "Delete",
+        &[("bucketName", "Not_Valid")],
+    )
+    .await
+    .expect("class");
+    create_class_for(
+        &client,
+        "someone-else",
+        "other.example.com/bucket",
+        "Delete",
+        &[],
+    )
+    .await
+    .expect("class");
     // A user's own Secret with a claim's name.
     let secrets: Api<Secret> = Api::namespaced(client.clone(), "bad");
     let mut own = Secret::default();
     own.metadata.name = Some("taken-secret".into());
-    secrets.create(&PostParams::default(), &own).await.expect("secret");
+    secrets
+        .create(&PostParams::default(), &own)
+        .await
+        .expect("secret");
 
     let rec = Recorder::default();
     rec.add_existing_bucket("someone-elses-bucket");
     let controller = RunningController::start(client.clone(), rec.clone());
 
     let cases: Vec<(&str, ObjectBucketClaimSpec, ClaimPhase, &str)> = vec![
-        ("no-class", ObjectBucketClaimSpec { generate_bucket_name: Some("x".into()), ..Default::default() }, ClaimPhase::Failed, "spec.storageClassName is empty"),
-        ("unknown-class", generated("does-not-exist", "x"), ClaimPhase::Pending, "StorageClass \"does-not-exist\" does not exist"),
-        ("no-name", spec("good"), ClaimPhase::Failed, "set spec.generateBucketName"),
-        ("both-names", ObjectBucketClaimSpec { bucket_name: Some("abc-def".into()), ..generated("good", "photos") }, ClaimPhase::Failed, "keep only one"),
-        ("upper", exact("good", "Upper-Case"), ClaimPhase::Failed, "lowercase letters"),
+        (
+            "no-class",
+            ObjectBucketClaimSpec {
+                generate_bucket_name: Some("x".into()),
+                ..Default::default()
+            },
+            ClaimPhase::Failed,
+            "spec.storageClassName is empty",
+        ),
+        (
+            "unknown-class",
+            generated("does-not-exist", "x"),
+            ClaimPhase::Pending,
+            "StorageClass \"does-not-exist\" does not exist",
+        ),
+        (
+            "no-name",
+            spec("good"),
+            ClaimPhase::Failed,
+            "set spec.generateBucketName",
+        ),
+        (
+            "both-names",
+            ObjectBucketClaimSpec {
+                bucket_name: Some("abc-def".into()),
+                ..generated("good", "photos")
+            },
+            ClaimPhase::Failed,
+            "keep only one",
+        ),
+        (
+            "upper",
+            exact("good", "Upper-Case"),
+            ClaimPhase::Failed,
+            "lowercase letters",
+        ),
         ("short", exact("good", "ab"), ClaimPhase::Failed, "3 to 63"),
-        ("ip", exact("good", "10.1.2.3"), ClaimPhase::Failed, "IP address"),
-        ("bad-prefix", generated("good", "-_-"), ClaimPhase::Failed, "generateBucketName"),
-        ("bad-brownfield", spec("bad-brownfield"), ClaimPhase::Failed, "StorageClass parameter bucketName"),
-        ("taken-secret", exact("good", "fine-name-2"), ClaimPhase::Failed, "a Secret named \"taken-secret\" already exists"),
-        ("not-ours-bucket", exact("good", "someone-elses-bucket"), ClaimPhase::Failed, "was not created for this claim"),
+        (
+            "ip",
+            exact("good", "10.1.2.3"),
+            ClaimPhase::Failed,
+            "IP address",
+        ),
+        (
+            "bad-prefix",
+            generated("good", "-_-"),
+            ClaimPhase::Failed,
+            "generateBucketName",
+        ),
+        (
+            "bad-brownfield",
+            spec("bad-brownfield"),
+            ClaimPhase::Failed,
+            "StorageClass parameter bucketName",
+        ),
+        (
+            "taken-secret",
+            exact("good", "fine-name-2"),
+            ClaimPhase::Failed,
+            "a Secret named \"taken-secret\" already exists",
+        ),
+        (
+            "not-ours-bucket",
+            exact("good", "someone-elses-bucket"),
+            ClaimPhase::Failed,
+            "was not created for this claim",
+        ),
     ];
     for (name, spec, _, _) in &cases {
-        create_claim(&client, "bad", name, spec.clone()).await.expect("claim");
+        create_claim(&client, "bad", name, spec.clone())
+            .await
+            .expect("claim");
     }
     // A claim for another provisioner, and valid claims alongside.
-    create_claim(&client, "bad", "foreign", generated("someone-else", "x")).await.expect("claim");
-    create_claim(&client, "bad", "valid-1", generated("good", "valid")).await.expect("claim");
-    create_claim(&client, "bad", "valid-2", exact("good", "valid-exact-2")).await.expect("claim");
+    create_claim(&client, "bad", "foreign", generated("someone-else", "x"))
+        .await
+        .expect("claim");
+    create_claim(&client, "bad", "valid-1", generated("good", "valid"))
+        .await
+        .expect("claim");
+    create_claim(&client, "bad", "valid-2", exact("good", "valid-exact-2"))
+        .await
+        .expect("claim");
     // Two claims asking for one bucket name: the first one wins.
-    create_claim(&client, "bad", "first", exact("good", "contested")).await.expect("claim");
-    wait_phase(&client, "bad", "first", ClaimPhase::Bound, T).await.expect("first binds");
-    create_claim(&client, "bad", "second", exact("good", "contested")).await.expect("claim");
+    create_claim(&client, "bad", "first", exact("good", "contested"))
+        .await
+        .expect("claim");
+    wait_phase(&client, "bad", "first", ClaimPhase::Bound, T)
+        .await
+        .expect("first binds");
+    create_claim(&client, "bad", "second", exact("good", "contested"))
+        .await
+        .expect("claim");
 
     for (name, _, phase, needle) in &cases {
-        let claim = wait_phase(&client, "bad", name, *phase, T).await.unwrap_or_else(|e| panic!("{name}: {e:#}"));
-        assert!(message(&claim).contains(needle), "{name}: {:?}", message(&claim));
+        let claim = wait_phase(&client, "bad", name, *phase, T)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e:#}"));
+        assert!(
+            message(&claim).contains(needle),
+            "{name}: {:?}",
+            message(&claim)
+        );
         let events = events_for(&client, "bad", name).await;
-        assert!(events.iter().any(|(_, note)| note.contains(needle)), "{name}: no event says {needle:?}: {events:?}");
+        assert!(
+            events.iter().any(|(_, note)| note.contains(needle)),
+            "{name}: no event says {needle:?}: {events:?}"
+        );
     }
-    let second = wait_phase(&client, "bad", "second", ClaimPhase::Failed, T).await.expect("second fails");
-    assert!(message(&second).contains("already claimed by"), "{}", message(&second));
-    wait_phase(&client, "bad", "valid-1", ClaimPhase::Bound, T).await.expect("valid binds");
-    wait_phase(&client, "bad", "valid-2", ClaimPhase::Bound, T).await.expect("valid binds");
+    let second = wait_phase(&client, "bad", "second", ClaimPhase::Failed, T)
+        .await
+        .expect("second fails");
+    assert!(
+        message(&second).contains("already claimed by"),
+        "{}",
+        message(&second)
+    );
+    wait_phase(&client, "bad", "valid-1", ClaimPhase::Bound, T)
+        .await
+        .expect("valid binds");
+    wait_phase(&client, "bad", "valid-2", ClaimPhase::Bound, T)
+        .await
+        .expect("valid binds");
 
     // Nothing was created for any bad claim, and no finalizer holds them.
     let obs: Api<ObjectBucket> = Api::all(client.clone());
     let claims: Api<ObjectBucketClaim> = Api::namespaced(client.clone(), "bad");
     for (name, _, _, _) in cases.iter().filter(|(n, ..)| *n != "not-ours-bucket") {
-        assert!(obs.get_opt(&format!("obc-bad-{name}")).await.expect("get").is_none(), "{name} has an OB");
+        assert!(
+            obs.get_opt(&format!("obc-bad-{name}"))
+                .await
+                .expect("get")
+                .is_none(),
+            "{name} has an OB"
+        );
         let claim = claims.get(name).await.expect("claim");
         assert!(!has_finalizer(&claim), "{name} got a finalizer");
     }
     assert!(obs.get_opt("obc-bad-second").await.expect("get").is_none());
     for name in ["no-class", "upper", "second", "not-ours-bucket"] {
-        assert!(secrets.get_opt(name).await.expect("get").is_none(), "{name} has a Secret");
+        assert!(
+            secrets.get_opt(name).await.expect("get").is_none(),
+            "{name} has a Secret"
+        );
     }
-    assert!(secrets.get("taken-secret").await.expect("kept").owner_references().is_empty(), "the user's Secret is untouched");
+    assert!(
+        secrets
+            .get("taken-secret")
+            .await
+            .expect("kept")
+            .owner_references()
+            .is_empty(),
+        "the user's Secret is untouched"
+    );
     // Only valid claims reached the provisioner, plus the one whose bucket
     // the provisioner itself refused.
-    let provisioned: Vec<Call> = rec.calls().into_iter().filter(|c| matches!(c, Call::Provision(_))).collect();
+    let provisioned: Vec<Call> = rec
+        .calls()
+        .into_iter()
+        .filter(|c| matches!(c, Call::Provision(_)))
+        .collect();
     assert!(provisioned.iter().all(|c| matches!(c, Call::Provision(b) if b.starts_with("valid") || b == "contested" || b == "someone-elses-bucket")), "{provisioned:?}");
     // The foreign claim is untouched: no status, no finalizer.
     let foreign = claims.get("foreign").await.expect("claim");
     assert!(foreign.status.is_none() && !has_finalizer(&foreign));
 
     // Fixing a claim makes it bind: the unknown class appears.
-    create_class(&client, "does-not-exist", "Delete", &[]).await.expect("class");
-    wait_phase(&client, "bad", "unknown-class", ClaimPhase::Bound, T).await.expect("binds once the class exists");
+    create_class(&client, "does-not-exist", "Delete", &[])
+        .await
+        .expect("class");
+    wait_phase(&client, "bad", "unknown-class", ClaimPhase::Bound, T)
+        .await
+        .expect("binds once the class exists");
     // The provisioner's permanent error is deleted without leaving anything.
-    claims.delete("not-ours-bucket", &DeleteParams::default()).await.expect("delete");
-    wait_gone(&claims, "not-ours-bucket", T).await.expect("gone");
-    assert!(rec.buckets().contains("someone-elses-bucket"), "a bucket not created for the claim is never deleted");
+    claims
+        .delete("not-ours-bucket", &DeleteParams::default())
+        .await
+        .expect("delete");
+    wait_gone(&claims, "not-ours-bucket", T)
+        .await
+        .expect("gone");
+    assert!(
+        rec.buckets().contains("someone-elses-bucket"),
+        "a bucket not created for the claim is never deleted"
+    );
     controller.stop().await.expect("stops");
 }
 
 /// Writes raw objects in the shapes the Go library and older versions leave.
-async fn write_raw_bound_claim(client: &Client, ns: &str, name: &str, spec: serde_json::Value, bucket: &str, with_labels: bool) -> ObjectBucketClaim {
+async fn write_raw_bound_claim(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    spec: serde_json::Value,
+    bucket: &str,
+    with_labels: bool,
+) -> ObjectBucketClaim {
     let claims: Api<ObjectBucketClaim> = Api::namespaced(client.clone(), ns);
     let mut claim: ObjectBucketClaim = serde_json::from_value(json!({
         "apiVersion": "objectbucket.io/v1alpha1", "kind": "ObjectBucketClaim",
@@ -315,14 +629,29 @@ async fn write_raw_bound_claim(client: &Client, ns: &str, name: &str, spec: serd
         "spec": spec,
     }))
     .expect("claim json");
-    claim = claims.create(&PostParams::default(), &claim).await.expect("create claim");
+    claim = claims
+        .create(&PostParams::default(), &claim)
+        .await
+        .expect("create claim");
     claims
-        .patch_status(name, &PatchParams::default(), &Patch::Merge(json!({"status": {"phase": "Bound"}})))
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Bound"}})),
+        )
         .await
         .expect("status");
     let uid = claim.uid().expect("uid");
-    let labels = if with_labels { json!({PROVISIONER_LABEL: LABEL}) } else { json!({}) };
-    let finalizers = if with_labels { json!([FINALIZER]) } else { json!([]) };
+    let labels = if with_labels {
+        json!({PROVISIONER_LABEL: LABEL})
+    } else {
+        json!({})
+    };
+    let finalizers = if with_labels {
+        json!([FINALIZER])
+    } else {
+        json!([])
+    };
     let owner = json!([{"apiVersion": "objectbucket.io/v1alpha1", "kind": "ObjectBucketClaim", "name": name, "uid": uid, "controller": true, "blockOwnerDeletion": true}]);
     let obs: Api<ObjectBucket> = Api::all(client.clone());
     let ob: ObjectBucket = serde_json::from_value(json!({
@@ -336,24 +665,35 @@ async fn write_raw_bound_claim(client: &Client, ns: &str, name: &str, spec: serd
         }
     }))
     .expect("ob json");
-    obs.create(&PostParams::default(), &ob).await.expect("create OB");
-    obs.patch_status(&format!("obc-{ns}-{name}"), &PatchParams::default(), &Patch::Merge(json!({"status": {"phase": "Bound"}})))
+    obs.create(&PostParams::default(), &ob)
         .await
-        .expect("OB status");
+        .expect("create OB");
+    obs.patch_status(
+        &format!("obc-{ns}-{name}"),
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"phase": "Bound"}})),
+    )
+    .await
+    .expect("OB status");
     let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
     let secret: Secret = serde_json::from_value(json!({
         "metadata": {"name": name, "namespace": ns, "labels": labels, "finalizers": finalizers, "ownerReferences": owner},
         "stringData": {"AWS_ACCESS_KEY_ID": format!("AK-{uid}"), "AWS_SECRET_ACCESS_KEY": format!("SK-{uid}")}
     }))
     .expect("secret json");
-    secrets.create(&PostParams::default(), &secret).await.expect("create secret");
+    secrets
+        .create(&PostParams::default(), &secret)
+        .await
+        .expect("create secret");
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
     let cm: ConfigMap = serde_json::from_value(json!({
         "metadata": {"name": name, "namespace": ns, "labels": labels, "finalizers": finalizers, "ownerReferences": owner},
         "data": {"BUCKET_HOST": "s3.test.local", "BUCKET_PORT": "9000", "BUCKET_NAME": bucket, "BUCKET_REGION": "test-1", "BUCKET_SUBREGION": ""}
     }))
     .expect("cm json");
-    cms.create(&PostParams::default(), &cm).await.expect("create cm");
+    cms.create(&PostParams::default(), &cm)
+        .await
+        .expect("create cm");
     claims.get(name).await.expect("claim")
 }
 
@@ -361,16 +701,30 @@ async fn write_raw_bound_claim(client: &Client, ns: &str, name: &str, spec: serd
 async fn claims_left_by_older_versions_are_taken_over_without_provisioning() {
     let (env, client) = setup().await;
     env.ensure_namespace("legacy").await.expect("namespace");
-    create_class(&client, "go-class", "Delete", &[]).await.expect("class");
+    create_class(&client, "go-class", "Delete", &[])
+        .await
+        .expect("class");
     let rec = Recorder::default();
 
     // 1. Go library: generated name known only to the OB, objectBucketName missing.
-    let go = write_raw_bound_claim(&client, "legacy", "go", json!({"storageClassName": "go-class", "generateBucketName": "go"}), "go-3c5a4e2f-8a4b-4a59", true).await;
+    let go = write_raw_bound_claim(
+        &client,
+        "legacy",
+        "go",
+        json!({"storageClassName": "go-class", "generateBucketName": "go"}),
+        "go-3c5a4e2f-8a4b-4a59",
+        true,
+    )
+    .await;
     // 2. An older version wrote the generated name back into bucketName.
     let both = write_raw_bound_claim(&client, "legacy", "both", json!({"storageClassName": "go-class", "generateBucketName": "both", "bucketName": "both-x1y2z"}), "both-x1y2z", true).await;
     // 3. No labels or finalizers anywhere.
     let bare = write_raw_bound_claim(&client, "legacy", "bare", json!({"storageClassName": "go-class", "bucketName": "bare-bucket", "objectBucketName": "obc-legacy-bare"}), "bare-bucket", false).await;
-    for (c, b) in [(&go, "go-3c5a4e2f-8a4b-4a59"), (&both, "both-x1y2z"), (&bare, "bare-bucket")] {
+    for (c, b) in [
+        (&go, "go-3c5a4e2f-8a4b-4a59"),
+        (&both, "both-x1y2z"),
+        (&bare, "bare-bucket"),
+    ] {
         rec.add_owned_bucket(b, &c.uid().unwrap_or_default());
     }
 
@@ -382,34 +736,77 @@ async fn claims_left_by_older_versions_are_taken_over_without_provisioning() {
             let c = claims.get(name).await?;
             let ok = c.spec.object_bucket_name.as_deref() == Some(&format!("obc-legacy-{name}"))
                 && has_finalizer(&c)
-                && c.status.as_ref().is_some_and(|s| s.conditions.iter().any(|x| x.type_ == "Bound" && x.status == "True"));
+                && c.status.as_ref().is_some_and(|s| {
+                    s.conditions
+                        .iter()
+                        .any(|x| x.type_ == "Bound" && x.status == "True")
+                });
             Ok(ok.then_some(c))
         })
         .await
         .expect("repaired");
-        assert_eq!(claim.labels().get(PROVISIONER_LABEL).map(String::as_str), Some(LABEL));
+        assert_eq!(
+            claim.labels().get(PROVISIONER_LABEL).map(String::as_str),
+            Some(LABEL)
+        );
         let ob = obs.get(&format!("obc-legacy-{name}")).await.expect("OB");
-        assert!(has_finalizer(&ob) && ob.labels().get(PROVISIONER_LABEL).is_some(), "{name}: OB adopted");
-        let secret = Api::<Secret>::namespaced(client.clone(), "legacy").get(name).await.expect("secret");
+        assert!(
+            has_finalizer(&ob) && ob.labels().get(PROVISIONER_LABEL).is_some(),
+            "{name}: OB adopted"
+        );
+        let secret = Api::<Secret>::namespaced(client.clone(), "legacy")
+            .get(name)
+            .await
+            .expect("secret");
         assert!(has_finalizer(&secret), "{name}: secret adopted");
     }
-    assert_eq!(rec.calls(), Vec::<Call>::new(), "takeover must not provision, grant, delete or revoke");
-    assert!(events_for(&client, "legacy", "bare").await.iter().any(|(r, _)| r == "TakenOver"));
+    assert_eq!(
+        rec.calls(),
+        Vec::<Call>::new(),
+        "takeover must not provision, grant, delete or revoke"
+    );
+    assert!(
+        events_for(&client, "legacy", "bare")
+            .await
+            .iter()
+            .any(|(r, _)| r == "TakenOver")
+    );
 
     // A restart over the taken-over claims is a no-op too.
     controller.stop().await.expect("stops");
-    let rv_before: BTreeMap<String, String> = claims.list(&ListParams::default()).await.expect("list").items.iter().map(|c| (c.name_any(), c.resource_version().unwrap_or_default())).collect();
+    let rv_before: BTreeMap<String, String> = claims
+        .list(&ListParams::default())
+        .await
+        .expect("list")
+        .items
+        .iter()
+        .map(|c| (c.name_any(), c.resource_version().unwrap_or_default()))
+        .collect();
     let controller = RunningController::start(client.clone(), rec.clone());
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let rv_after: BTreeMap<String, String> = claims.list(&ListParams::default()).await.expect("list").items.iter().map(|c| (c.name_any(), c.resource_version().unwrap_or_default())).collect();
+    let rv_after: BTreeMap<String, String> = claims
+        .list(&ListParams::default())
+        .await
+        .expect("list")
+        .items
+        .iter()
+        .map(|c| (c.name_any(), c.resource_version().unwrap_or_default()))
+        .collect();
     assert_eq!(rv_before, rv_after, "a restart wrote to bound claims");
     assert!(rec.calls().is_empty());
 
     // And deleting a taken-over claim deletes the bucket the Go library made.
-    claims.delete("go", &DeleteParams::default()).await.expect("delete");
+    claims
+        .delete("go", &DeleteParams::default())
+        .await
+        .expect("delete");
     wait_gone(&claims, "go", T).await.expect("gone");
     wait_gone(&obs, "obc-legacy-go", T).await.expect("OB gone");
-    assert!(!rec.buckets().contains("go-3c5a4e2f-8a4b-4a59"), "{:?}", rec.calls());
+    assert!(
+        !rec.buckets().contains("go-3c5a4e2f-8a4b-4a59"),
+        "{:?}",
+        rec.calls()
+    );
     controller.stop().await.expect("stops");
 }
 
@@ -420,24 +817,49 @@ async fn a_crd_schema_without_object_bucket_name_neither_loops_nor_reprovisions(
     // The claim CRD as some older installs have it: no spec.objectBucketName.
     let files = lib_provisioner::api::crd_files();
     let mut claim_crd: serde_yaml::Value = serde_yaml::from_str(&files[0].1).expect("yaml");
-    let props = &mut claim_crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"];
-    props.as_mapping_mut().expect("mapping").remove("objectBucketName");
-    env.install_crds(&serde_yaml::to_string(&claim_crd).expect("yaml")).await.expect("claim CRD");
+    let props = &mut claim_crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+        ["properties"];
+    props
+        .as_mapping_mut()
+        .expect("mapping")
+        .remove("objectBucketName");
+    env.install_crds(&serde_yaml::to_string(&claim_crd).expect("yaml"))
+        .await
+        .expect("claim CRD");
     env.install_crds(&files[1].1).await.expect("OB CRD");
     env.ensure_namespace("old").await.expect("ns");
-    create_class(&client, "c", "Delete", &[]).await.expect("class");
+    create_class(&client, "c", "Delete", &[])
+        .await
+        .expect("class");
 
     let rec = Recorder::default();
     let controller = RunningController::start(client.clone(), rec.clone());
-    create_claim(&client, "old", "pruned", generated("c", "pruned")).await.expect("claim");
-    let claim = wait_phase(&client, "old", "pruned", ClaimPhase::Bound, T).await.expect("binds");
-    assert!(claim.spec.object_bucket_name.is_none(), "the schema prunes it");
-    assert!(events_for(&client, "old", "pruned").await.iter().any(|(r, _)| r == "ObjectBucketNameDropped"));
+    create_claim(&client, "old", "pruned", generated("c", "pruned"))
+        .await
+        .expect("claim");
+    let claim = wait_phase(&client, "old", "pruned", ClaimPhase::Bound, T)
+        .await
+        .expect("binds");
+    assert!(
+        claim.spec.object_bucket_name.is_none(),
+        "the schema prunes it"
+    );
+    assert!(
+        events_for(&client, "old", "pruned")
+            .await
+            .iter()
+            .any(|(r, _)| r == "ObjectBucketNameDropped")
+    );
     // A second controller (a restart) finds the OB by name: no second bucket.
     controller.stop().await.expect("stops");
     let controller = RunningController::start(client.clone(), rec.clone());
     tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(rec.count(|c| matches!(c, Call::Provision(_))), 1, "{:?}", rec.calls());
+    assert_eq!(
+        rec.count(|c| matches!(c, Call::Provision(_))),
+        1,
+        "{:?}",
+        rec.calls()
+    );
     assert_eq!(rec.buckets().len(), 1);
     controller.stop().await.expect("stops");
 }
@@ -446,7 +868,9 @@ async fn a_crd_schema_without_object_bucket_name_neither_loops_nor_reprovisions(
 async fn half_done_work_is_resumed_and_direct_ob_deletion_waits_for_the_claim() {
     let (env, client) = setup().await;
     env.ensure_namespace("resume").await.expect("ns");
-    create_class(&client, "c", "Delete", &[]).await.expect("class");
+    create_class(&client, "c", "Delete", &[])
+        .await
+        .expect("class");
     let rec = Recorder::default();
 
     // A crash after the claim was prepared and the bucket created, before
@@ -455,40 +879,77 @@ async fn half_done_work_is_resumed_and_direct_ob_deletion_waits_for_the_claim() 
     let mut claim = ObjectBucketClaim::new("half", generated("c", "half"));
     claim.metadata.finalizers = Some(vec![FINALIZER.into()]);
     claim.metadata.labels = Some(BTreeMap::from([(PROVISIONER_LABEL.into(), LABEL.into())]));
-    claim.metadata.annotations = Some(BTreeMap::from([("objectbucket.io/generated-bucket-name".into(), "half-aaaabbbb".into())]));
-    let claim = claims.create(&PostParams::default(), &claim).await.expect("claim");
+    claim.metadata.annotations = Some(BTreeMap::from([(
+        "objectbucket.io/generated-bucket-name".into(),
+        "half-aaaabbbb".into(),
+    )]));
+    let claim = claims
+        .create(&PostParams::default(), &claim)
+        .await
+        .expect("claim");
     rec.add_owned_bucket("half-aaaabbbb", &claim.uid().unwrap_or_default());
 
     let controller = RunningController::start(client.clone(), rec.clone());
-    wait_phase(&client, "resume", "half", ClaimPhase::Bound, T).await.expect("resumes");
+    wait_phase(&client, "resume", "half", ClaimPhase::Bound, T)
+        .await
+        .expect("resumes");
     assert_eq!(rec.buckets().len(), 1, "no second bucket");
     assert_eq!(rec.calls(), vec![Call::Provision("half-aaaabbbb".into())]);
 
     // Deleting the OB directly: it waits (Terminating) while the claim lives.
     let obs: Api<ObjectBucket> = Api::all(client.clone());
-    obs.delete("obc-resume-half", &DeleteParams::default()).await.expect("delete OB");
+    obs.delete("obc-resume-half", &DeleteParams::default())
+        .await
+        .expect("delete OB");
     tokio::time::sleep(Duration::from_secs(2)).await;
     let ob = obs.get("obc-resume-half").await.expect("still there");
     assert!(ob.metadata.deletion_timestamp.is_some() && has_finalizer(&ob));
-    let pending = wait_phase(&client, "resume", "half", ClaimPhase::Pending, T).await.expect("claim says why");
-    assert!(message(&pending).contains("Delete the claim to release the bucket"), "{}", message(&pending));
+    let pending = wait_phase(&client, "resume", "half", ClaimPhase::Pending, T)
+        .await
+        .expect("claim says why");
+    assert!(
+        message(&pending).contains("Delete the claim to release the bucket"),
+        "{}",
+        message(&pending)
+    );
     // Deleting the claim then completes both.
-    claims.delete("half", &DeleteParams::default()).await.expect("delete claim");
+    claims
+        .delete("half", &DeleteParams::default())
+        .await
+        .expect("delete claim");
     wait_gone(&claims, "half", T).await.expect("claim gone");
-    wait_gone(&obs, "obc-resume-half", T).await.expect("OB gone");
+    wait_gone(&obs, "obc-resume-half", T)
+        .await
+        .expect("OB gone");
     assert!(rec.buckets().is_empty());
 
     // A claim force-deleted past its finalizer leaves an orphan OB: it is torn down.
-    create_claim(&client, "resume", "forced", generated("c", "forced")).await.expect("claim");
-    wait_phase(&client, "resume", "forced", ClaimPhase::Bound, T).await.expect("binds");
+    create_claim(&client, "resume", "forced", generated("c", "forced"))
+        .await
+        .expect("claim");
+    wait_phase(&client, "resume", "forced", ClaimPhase::Bound, T)
+        .await
+        .expect("binds");
     claims
-        .patch("forced", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": null}})))
+        .patch(
+            "forced",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
         .await
         .expect("strip finalizer");
-    claims.delete("forced", &DeleteParams::default()).await.expect("delete");
+    claims
+        .delete("forced", &DeleteParams::default())
+        .await
+        .expect("delete");
     wait_gone(&claims, "forced", T).await.expect("gone");
-    wait_gone(&obs, "obc-resume-forced", T).await.expect("orphan OB torn down");
-    assert!(rec.buckets().is_empty(), "orphaned bucket deleted per reclaim policy Delete");
+    wait_gone(&obs, "obc-resume-forced", T)
+        .await
+        .expect("orphan OB torn down");
+    assert!(
+        rec.buckets().is_empty(),
+        "orphaned bucket deleted per reclaim policy Delete"
+    );
     assert_eq!(PROVISIONER, "test.objectbucket.io/recorder");
     controller.stop().await.expect("stops");
 }

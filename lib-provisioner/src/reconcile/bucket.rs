@@ -9,22 +9,28 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::storage::v1::StorageClass;
+use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
-use kube::ResourceExt;
 use tracing::{info, warn};
 
 use super::Context;
 use super::plan::{self, has_finalizer, has_label};
-use crate::api::{BucketOrigin, BUCKET_ORIGIN_ANNOTATION, BucketPhase, ObjectBucket, ObjectBucketClaim, ReclaimPolicy};
+use crate::api::{
+    BUCKET_ORIGIN_ANNOTATION, BucketOrigin, BucketPhase, ObjectBucket, ObjectBucketClaim,
+    ReclaimPolicy,
+};
 use crate::error::{Error, Result};
 use crate::failpoint;
 use crate::provisioner::{Provisioner, TeardownRequest};
 use crate::writes;
 
 /// Reconciles one ObjectBucket.
-pub(crate) async fn reconcile<P: Provisioner>(ob: Arc<ObjectBucket>, ctx: Arc<Context<P>>) -> Result<Action> {
+pub(crate) async fn reconcile<P: Provisioner>(
+    ob: Arc<ObjectBucket>,
+    ctx: Arc<Context<P>>,
+) -> Result<Action> {
     if !has_label(&ob.metadata, &ctx.label) || !has_finalizer(&ob.metadata) {
         // Not ours, or nothing of ours left on it.
         return Ok(Action::await_change());
@@ -47,7 +53,8 @@ pub(crate) async fn reconcile<P: Provisioner>(ob: Arc<ObjectBucket>, ctx: Arc<Co
     let origin = plan::annotation(&ob.metadata, BUCKET_ORIGIN_ANNOTATION)
         .and_then(BucketOrigin::parse)
         .unwrap_or(BucketOrigin::Brownfield);
-    let delete_bucket = origin == BucketOrigin::Greenfield && ob.spec.reclaim_policy == ReclaimPolicy::Delete;
+    let delete_bucket =
+        origin == BucketOrigin::Greenfield && ob.spec.reclaim_policy == ReclaimPolicy::Delete;
     let request = teardown_request(&ob, &ctx);
     info!(object_bucket = %ob.name_any(), delete_bucket, "claim is gone; tearing down its ObjectBucket");
     let result = if delete_bucket {
@@ -66,7 +73,8 @@ pub(crate) async fn reconcile<P: Provisioner>(ob: Arc<ObjectBucket>, ctx: Arc<Co
             writes::delete_object_bucket(&ctx.client, &ob.name_any()).await?;
         }
         ReclaimPolicy::Retain => {
-            let updated = writes::set_object_bucket_phase(&ctx.client, &ob, BucketPhase::Released).await?;
+            let updated =
+                writes::set_object_bucket_phase(&ctx.client, &ob, BucketPhase::Released).await?;
             writes::release_object_bucket(&ctx.client, &updated).await?;
         }
     }
@@ -97,7 +105,12 @@ async fn claim_state<P: Provisioner>(ob: &ObjectBucket, ctx: &Context<P>) -> Res
         return Ok(ClaimState::Unknown);
     };
     let key = ObjectRef::<ObjectBucketClaim>::new(name).within(ns);
-    if ctx.claims.iter().filter_map(|s| s.get(&key)).any(|c| plan::claim_ref_matches(ob, &c)) {
+    if ctx
+        .claims
+        .iter()
+        .filter_map(|s| s.get(&key))
+        .any(|c| plan::claim_ref_matches(ob, &c))
+    {
         return Ok(ClaimState::Live);
     }
     let claim = Api::<ObjectBucketClaim>::namespaced(ctx.client.clone(), ns)

@@ -41,7 +41,8 @@ pub(crate) async fn reconcile<P: Provisioner>(
     let started = Instant::now();
     let mut o = observe(&claim, &ctx).await?;
     let result = run_steps(&mut o, &ctx).await;
-    ctx.metrics.reconciled(started.elapsed(), result.as_ref().err());
+    ctx.metrics
+        .reconciled(started.elapsed(), result.as_ref().err());
     if result.is_ok() {
         ctx.backoff.reset(&ObjectRef::from_obj(claim.as_ref()));
     }
@@ -71,7 +72,9 @@ fn claim_key(claim: &ObjectBucketClaim) -> String {
 /// nothing (it may lag behind the writes of the previous pass, and it does
 /// not hold Secrets or ConfigMaps that carry no label of ours).
 async fn observe<P: Provisioner>(claim: &ObjectBucketClaim, ctx: &Context<P>) -> Result<Observed> {
-    let ns = claim.namespace().ok_or(Error::MissingField("claim namespace"))?;
+    let ns = claim
+        .namespace()
+        .ok_or(Error::MissingField("claim namespace"))?;
     let name = claim.name_any();
     let class = match claim.spec.storage_class_name.as_str() {
         "" => ClassState::Unnamed,
@@ -89,7 +92,14 @@ async fn observe<P: Provisioner>(claim: &ObjectBucketClaim, ctx: &Context<P>) ->
     let ob_name = plan::object_bucket_name(claim);
     let ob = match ctx.buckets.get(&ObjectRef::new(&ob_name)) {
         Some(ob) => Some(ObjectBucket::clone(&ob)),
-        None => get_opt(&Api::<ObjectBucket>::all(ctx.client.clone()), &ob_name, "read the ObjectBucket").await?,
+        None => {
+            get_opt(
+                &Api::<ObjectBucket>::all(ctx.client.clone()),
+                &ob_name,
+                "read the ObjectBucket",
+            )
+            .await?
+        }
     };
     let secret = child_meta(ctx, &ctx.secrets, &ns, &name).await?;
     let config_map = child_meta(ctx, &ctx.config_maps, &ns, &name).await?;
@@ -106,11 +116,12 @@ async fn observe<P: Provisioner>(claim: &ObjectBucketClaim, ctx: &Context<P>) ->
 }
 
 fn observed<P>(claim: ObjectBucketClaim, class: ClassState, ctx: &Context<P>) -> Observed {
-    let bind_pruned = claim
-        .metadata
-        .uid
-        .as_ref()
-        .is_some_and(|uid| ctx.pruned_binds.lock().unwrap_or_else(|p| p.into_inner()).contains(uid));
+    let bind_pruned = claim.metadata.uid.as_ref().is_some_and(|uid| {
+        ctx.pruned_binds
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(uid)
+    });
     Observed {
         claim,
         class,
@@ -168,16 +179,25 @@ async fn execute<P: Provisioner>(step: Step, o: &mut Observed, ctx: &Context<P>)
         }
         Step::PrepareClaim { generate_from } => {
             let generated = match generate_from {
-                Some(prefix) => Some(names::generate_bucket_name(&prefix).map_err(Error::InvalidClaim)?),
+                Some(prefix) => {
+                    Some(names::generate_bucket_name(&prefix).map_err(Error::InvalidClaim)?)
+                }
                 None => None,
             };
-            o.claim = writes::prepare_claim(&ctx.client, &o.claim, &ctx.label, generated.as_deref()).await?;
+            o.claim =
+                writes::prepare_claim(&ctx.client, &o.claim, &ctx.label, generated.as_deref())
+                    .await?;
             failpoint::hit("after-claim-prepared");
             Ok(Flow::Continue)
         }
-        Step::ObtainAccess { bucket_name, origin } => {
+        Step::ObtainAccess {
+            bucket_name,
+            origin,
+        } => {
             let ClassState::Ours(class) = &o.class else {
-                return Err(Error::Waiting("the StorageClass is needed to provision".into()));
+                return Err(Error::Waiting(
+                    "the StorageClass is needed to provision".into(),
+                ));
             };
             let request = BucketRequest::for_claim(
                 &o.claim,
@@ -186,8 +206,14 @@ async fn execute<P: Provisioner>(step: Step, o: &mut Observed, ctx: &Context<P>)
                 class.parameters.clone().unwrap_or_default(),
             );
             let (operation, result) = match origin {
-                BucketOrigin::Greenfield => ("provision", timed(ctx, "provision", ctx.provisioner.provision(&request)).await),
-                BucketOrigin::Brownfield => ("grant", timed(ctx, "grant", ctx.provisioner.grant(&request)).await),
+                BucketOrigin::Greenfield => (
+                    "provision",
+                    timed(ctx, "provision", ctx.provisioner.provision(&request)).await,
+                ),
+                BucketOrigin::Brownfield => (
+                    "grant",
+                    timed(ctx, "grant", ctx.provisioner.grant(&request)).await,
+                ),
             };
             match result {
                 Ok(access) => {
@@ -204,7 +230,10 @@ async fn execute<P: Provisioner>(step: Step, o: &mut Observed, ctx: &Context<P>)
             origin,
             reclaim_policy,
         } => {
-            let access = o.access.as_ref().ok_or(Error::MissingField("bucket access"))?;
+            let access = o
+                .access
+                .as_ref()
+                .ok_or(Error::MissingField("bucket access"))?;
             let ob_name = plan::object_bucket_name(&o.claim);
             let ob = writes::create_object_bucket(
                 &ctx.client,
@@ -232,11 +261,15 @@ async fn execute<P: Provisioner>(step: Step, o: &mut Observed, ctx: &Context<P>)
                 adopted.name_any()
             );
             o.ob = Some(adopted);
-            ctx.event(&o.claim, EventType::Normal, "TakenOver", "TakeOver", note).await;
+            ctx.event(&o.claim, EventType::Normal, "TakenOver", "TakeOver", note)
+                .await;
             Ok(Flow::Continue)
         }
         Step::WriteSecret => {
-            let access = o.access.as_ref().ok_or(Error::MissingField("bucket access"))?;
+            let access = o
+                .access
+                .as_ref()
+                .ok_or(Error::MissingField("bucket access"))?;
             let secret = writes::secret(&o.claim, &ctx.label, &access.credentials)?;
             o.secret = Some(writes::write_child(&ctx.client, &o.claim, secret).await?);
             o.secret_synced = true;
@@ -249,11 +282,10 @@ async fn execute<P: Provisioner>(step: Step, o: &mut Observed, ctx: &Context<P>)
             Ok(Flow::Continue)
         }
         Step::WriteConfigMap => {
-            let endpoint = o
-                .ob
-                .as_ref()
-                .and_then(|ob| ob.spec.endpoint.clone())
-                .ok_or(Error::MissingField("ObjectBucket endpoint"))?;
+            let endpoint =
+                o.ob.as_ref()
+                    .and_then(|ob| ob.spec.endpoint.clone())
+                    .ok_or(Error::MissingField("ObjectBucket endpoint"))?;
             let cm = writes::config_map(&o.claim, &ctx.label, &endpoint)?;
             o.config_map = Some(writes::write_child(&ctx.client, &o.claim, cm).await?);
             o.config_map_synced = true;
@@ -261,8 +293,12 @@ async fn execute<P: Provisioner>(step: Step, o: &mut Observed, ctx: &Context<P>)
             Ok(Flow::Continue)
         }
         Step::AdoptConfigMap => {
-            let meta = o.config_map.as_ref().ok_or(Error::MissingField("ConfigMap"))?;
-            o.config_map = Some(writes::adopt_child::<ConfigMap>(&ctx.client, meta, &ctx.label).await?);
+            let meta = o
+                .config_map
+                .as_ref()
+                .ok_or(Error::MissingField("ConfigMap"))?;
+            o.config_map =
+                Some(writes::adopt_child::<ConfigMap>(&ctx.client, meta, &ctx.label).await?);
             Ok(Flow::Continue)
         }
         Step::BindClaim => {
@@ -275,7 +311,10 @@ async fn execute<P: Provisioner>(step: Step, o: &mut Observed, ctx: &Context<P>)
                 // observation finds it by name, so carry on without it.
                 o.bind_pruned = true;
                 if let Some(uid) = o.claim.metadata.uid.clone() {
-                    ctx.pruned_binds.lock().unwrap_or_else(|p| p.into_inner()).insert(uid);
+                    ctx.pruned_binds
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(uid);
                 }
                 ctx.event(&o.claim, EventType::Warning, "ObjectBucketNameDropped", "Bind", format!(
                     "the apiserver dropped spec.objectBucketName ({ob_name}): the installed ObjectBucketClaim CRD lacks the field; install the CRDs shipped in crds/. The claim is bound through ObjectBucket {ob_name}'s claimRef meanwhile"
@@ -285,26 +324,37 @@ async fn execute<P: Provisioner>(step: Step, o: &mut Observed, ctx: &Context<P>)
         }
         Step::MarkObjectBucketBound => {
             let ob = o.ob.as_ref().ok_or(Error::MissingField("ObjectBucket"))?;
-            o.ob = Some(writes::set_object_bucket_phase(&ctx.client, ob, BucketPhase::Bound).await?);
+            o.ob =
+                Some(writes::set_object_bucket_phase(&ctx.client, ob, BucketPhase::Bound).await?);
             Ok(Flow::Continue)
         }
         Step::MarkClaimBound => {
-            let bucket = o.ob.as_ref().and_then(ObjectBucket::bucket_name).unwrap_or_default();
+            let bucket =
+                o.ob.as_ref()
+                    .and_then(ObjectBucket::bucket_name)
+                    .unwrap_or_default();
             let message = format!(
                 "bucket {bucket:?} is bound: credentials in Secret {name:?}, endpoint in ConfigMap {name:?}",
                 name = o.claim.name_any()
             );
             let desired = status::desired(&o.claim, ClaimPhase::Bound, "Provisioned", &message);
             o.claim = writes::write_claim_status(&ctx.client, &o.claim, &desired).await?;
-            ctx.event(&o.claim, EventType::Normal, "Bound", "Provision", message).await;
+            ctx.event(&o.claim, EventType::Normal, "Bound", "Provision", message)
+                .await;
             Ok(Flow::Continue)
         }
         Step::Teardown { delete_bucket } => {
             let request = teardown_request(o);
             let (operation, result) = if delete_bucket {
-                ("delete", timed(ctx, "delete", ctx.provisioner.delete(&request)).await)
+                (
+                    "delete",
+                    timed(ctx, "delete", ctx.provisioner.delete(&request)).await,
+                )
             } else {
-                ("revoke", timed(ctx, "revoke", ctx.provisioner.revoke(&request)).await)
+                (
+                    "revoke",
+                    timed(ctx, "revoke", ctx.provisioner.revoke(&request)).await,
+                )
             };
             if let Err(source) = result {
                 return Err(provisioner_failed(o, ctx, operation, source).await);
@@ -312,11 +362,28 @@ async fn execute<P: Provisioner>(step: Step, o: &mut Observed, ctx: &Context<P>)
             o.torn_down = true;
             failpoint::hit("after-bucket-deleted");
             let note = if delete_bucket {
-                format!("bucket {:?} and its credentials were deleted", request.bucket_name)
+                format!(
+                    "bucket {:?} and its credentials were deleted",
+                    request.bucket_name
+                )
             } else {
-                format!("access to bucket {:?} was revoked; the bucket is kept", request.bucket_name)
+                format!(
+                    "access to bucket {:?} was revoked; the bucket is kept",
+                    request.bucket_name
+                )
             };
-            ctx.event(&o.claim, EventType::Normal, if delete_bucket { "BucketDeleted" } else { "AccessRevoked" }, "Delete", note).await;
+            ctx.event(
+                &o.claim,
+                EventType::Normal,
+                if delete_bucket {
+                    "BucketDeleted"
+                } else {
+                    "AccessRevoked"
+                },
+                "Delete",
+                note,
+            )
+            .await;
             Ok(Flow::Continue)
         }
         Step::DeleteObjectBucket => {
@@ -329,7 +396,8 @@ async fn execute<P: Provisioner>(step: Step, o: &mut Observed, ctx: &Context<P>)
         Step::ReleaseObjectBucket => {
             let mut ob = o.ob.take().ok_or(Error::MissingField("ObjectBucket"))?;
             if ob.status.as_ref().and_then(|s| s.phase) != Some(BucketPhase::Released) {
-                ob = writes::set_object_bucket_phase(&ctx.client, &ob, BucketPhase::Released).await?;
+                ob = writes::set_object_bucket_phase(&ctx.client, &ob, BucketPhase::Released)
+                    .await?;
             }
             o.ob = writes::release_object_bucket(&ctx.client, &ob).await?;
             failpoint::hit("after-object-bucket-released");
@@ -346,7 +414,10 @@ async fn execute<P: Provisioner>(step: Step, o: &mut Observed, ctx: &Context<P>)
             Ok(Flow::Continue)
         }
         Step::ReleaseConfigMap => {
-            let meta = o.config_map.take().ok_or(Error::MissingField("ConfigMap"))?;
+            let meta = o
+                .config_map
+                .take()
+                .ok_or(Error::MissingField("ConfigMap"))?;
             writes::release_child::<ConfigMap>(&ctx.client, &meta).await?;
             failpoint::hit("after-config-map-released");
             Ok(Flow::Continue)
@@ -365,7 +436,8 @@ async fn timed<T>(
 ) -> Result<T, ProvisionError> {
     let started = Instant::now();
     let result = call.await;
-    ctx.metrics.operation(operation, started.elapsed(), result.is_ok());
+    ctx.metrics
+        .operation(operation, started.elapsed(), result.is_ok());
     result
 }
 
@@ -376,12 +448,18 @@ fn teardown_request(o: &Observed) -> TeardownRequest {
         ClassState::Ours(class) => class.parameters.clone().unwrap_or_default(),
         _ => Default::default(),
     };
-    let ob = o.ob.clone().filter(|ob| plan::claim_ref_matches(ob, &o.claim));
+    let ob =
+        o.ob.clone()
+            .filter(|ob| plan::claim_ref_matches(ob, &o.claim));
     let bucket_name = ob
         .as_ref()
         .and_then(|ob| ob.bucket_name().map(str::to_owned))
         .or_else(|| plan::fixed_bucket_name(&o.claim).map(str::to_owned))
-        .or_else(|| parameters.get(crate::api::BROWNFIELD_BUCKET_PARAMETER).cloned())
+        .or_else(|| {
+            parameters
+                .get(crate::api::BROWNFIELD_BUCKET_PARAMETER)
+                .cloned()
+        })
         .unwrap_or_default();
     TeardownRequest {
         claim_namespace: o.claim.metadata.namespace.clone().unwrap_or_default(),
@@ -430,7 +508,11 @@ async fn show_problem<P: Provisioner>(
 ) -> Result<()> {
     // A claim being deleted keeps its phase; the message tells what blocks it.
     let phase = if o.claim.metadata.deletion_timestamp.is_some() {
-        o.claim.status.as_ref().and_then(|s| s.phase).unwrap_or(phase)
+        o.claim
+            .status
+            .as_ref()
+            .and_then(|s| s.phase)
+            .unwrap_or(phase)
     } else {
         phase
     };
@@ -449,6 +531,13 @@ async fn show_problem<P: Provisioner>(
     } else {
         EventType::Normal
     };
-    ctx.event(&o.claim, type_, problem.reason, "Provision", problem.message.clone()).await;
+    ctx.event(
+        &o.claim,
+        type_,
+        problem.reason,
+        "Provision",
+        problem.message.clone(),
+    )
+    .await;
     Ok(())
 }

@@ -90,19 +90,33 @@ impl<P: Provisioner> Context<P> {
     /// creation time, UID), never by which reconcile runs first, so two
     /// claims asking for one name get the same answer after any restart.
     pub(crate) fn name_holder(&self, claim: &ObjectBucketClaim, bucket: &str) -> Option<String> {
-        if let Some(ob) = self.buckets.state().iter().find(|ob| {
-            ob.bucket_name() == Some(bucket) && !plan::claim_ref_matches(ob, claim)
-        }) {
+        if let Some(ob) = self
+            .buckets
+            .state()
+            .iter()
+            .find(|ob| ob.bucket_name() == Some(bucket) && !plan::claim_ref_matches(ob, claim))
+        {
             let owner = ob
                 .spec
                 .claim_ref
                 .as_ref()
-                .map(|r| format!(" (claim {}/{})", r.namespace.as_deref().unwrap_or_default(), r.name.as_deref().unwrap_or_default()))
+                .map(|r| {
+                    format!(
+                        " (claim {}/{})",
+                        r.namespace.as_deref().unwrap_or_default(),
+                        r.name.as_deref().unwrap_or_default()
+                    )
+                })
                 .unwrap_or_default();
             return Some(format!("ObjectBucket {}{owner}", ob.name_any()));
         }
         let prepared = plan::has_finalizer(&claim.metadata);
-        let key = |c: &ObjectBucketClaim| (c.metadata.creation_timestamp.clone().map(|t| t.0), c.metadata.uid.clone());
+        let key = |c: &ObjectBucketClaim| {
+            (
+                c.metadata.creation_timestamp.clone().map(|t| t.0),
+                c.metadata.uid.clone(),
+            )
+        };
         self.claims
             .iter()
             .flat_map(|s| s.state())
@@ -112,7 +126,13 @@ impl<P: Provisioner> Context<P> {
                     && plan::fixed_bucket_name(other) == Some(bucket)
                     && (!prepared || key(other) < key(claim))
             })
-            .map(|other| format!("claim {}/{}", other.namespace().unwrap_or_default(), other.name_any()))
+            .map(|other| {
+                format!(
+                    "claim {}/{}",
+                    other.namespace().unwrap_or_default(),
+                    other.name_any()
+                )
+            })
             .next()
     }
 }

@@ -213,24 +213,25 @@ pub(crate) fn next_step(o: &Observed) -> Step {
                 ));
             }
         },
-        None => o
-            .ob
-            .as_ref()
-            .map(|ob| ob.spec.reclaim_policy)
-            .unwrap_or_default(),
-    };
-    if let Some(holder) = &o.name_holder {
-        if origin == BucketOrigin::Greenfield && o.ob.is_none() {
-            return Step::Reject(Problem::new(
-                "BucketNameTaken",
-                format!(
-                    "bucket {:?} is already claimed by {holder}: choose another spec.bucketName, or use spec.generateBucketName",
-                    match &name {
-                        BucketName::Known(n) | BucketName::Generate(n) => n,
-                    }
-                ),
-            ));
+        None => {
+            o.ob.as_ref()
+                .map(|ob| ob.spec.reclaim_policy)
+                .unwrap_or_default()
         }
+    };
+    if let Some(holder) = &o.name_holder
+        && origin == BucketOrigin::Greenfield
+        && o.ob.is_none()
+    {
+        return Step::Reject(Problem::new(
+            "BucketNameTaken",
+            format!(
+                "bucket {:?} is already claimed by {holder}: choose another spec.bucketName, or use spec.generateBucketName",
+                match &name {
+                    BucketName::Known(n) | BucketName::Generate(n) => n,
+                }
+            ),
+        ));
     }
     if let Some(problem) = child_conflict(o) {
         return Step::Reject(problem);
@@ -241,7 +242,10 @@ pub(crate) fn next_step(o: &Observed) -> Step {
         BucketName::Generate(prefix) => Some(prefix.clone()),
         BucketName::Known(_) => None,
     };
-    if !has_finalizer(&o.claim.metadata) || !has_label(&o.claim.metadata, &o.label) || generate_from.is_some() {
+    if !has_finalizer(&o.claim.metadata)
+        || !has_label(&o.claim.metadata, &o.label)
+        || generate_from.is_some()
+    {
         return Step::PrepareClaim { generate_from };
     }
     let BucketName::Known(bucket_name) = name else {
@@ -251,7 +255,10 @@ pub(crate) fn next_step(o: &Observed) -> Step {
 
     let secret_missing = o.secret.is_none();
     if o.access.is_none() && (o.ob.is_none() || secret_missing) {
-        return Step::ObtainAccess { bucket_name, origin };
+        return Step::ObtainAccess {
+            bucket_name,
+            origin,
+        };
     }
     let Some(ob) = &o.ob else {
         return Step::CreateObjectBucket {
@@ -269,13 +276,19 @@ pub(crate) fn next_step(o: &Observed) -> Step {
     if secret_missing || (o.access.is_some() && !o.secret_synced) {
         return Step::WriteSecret;
     }
-    if o.secret.as_ref().is_some_and(|s| !child_is_adopted(s, &o.label)) {
+    if o.secret
+        .as_ref()
+        .is_some_and(|s| !child_is_adopted(s, &o.label))
+    {
         return Step::AdoptSecret;
     }
     if o.config_map.is_none() || (o.access.is_some() && !o.config_map_synced) {
         return Step::WriteConfigMap;
     }
-    if o.config_map.as_ref().is_some_and(|c| !child_is_adopted(c, &o.label)) {
+    if o.config_map
+        .as_ref()
+        .is_some_and(|c| !child_is_adopted(c, &o.label))
+    {
         return Step::AdoptConfigMap;
     }
     if !o.bind_pruned && o.claim.spec.object_bucket_name.as_deref() != Some(ob_name.as_str()) {
@@ -297,7 +310,9 @@ fn next_deletion_step(o: &Observed) -> Step {
     }
     let ours = has_label(&o.claim.metadata, &o.label)
         || matches!(o.class, ClassState::Ours(_))
-        || o.ob.as_ref().is_some_and(|ob| has_label(&ob.metadata, &o.label));
+        || o.ob
+            .as_ref()
+            .is_some_and(|ob| has_label(&ob.metadata, &o.label));
     if !ours {
         return Step::Ignore;
     }
@@ -370,10 +385,11 @@ pub(crate) fn claim_ref_matches(ob: &ObjectBucket, claim: &ObjectBucketClaim) ->
     let Some(r) = &ob.spec.claim_ref else {
         return false;
     };
-    if let (Some(a), Some(b)) = (r.uid.as_deref(), claim.metadata.uid.as_deref()) {
-        if !a.is_empty() && !b.is_empty() {
-            return a == b;
-        }
+    if let (Some(a), Some(b)) = (r.uid.as_deref(), claim.metadata.uid.as_deref())
+        && !a.is_empty()
+        && !b.is_empty()
+    {
+        return a == b;
     }
     r.name == claim.metadata.name && r.namespace == claim.metadata.namespace
 }
@@ -381,7 +397,9 @@ pub(crate) fn claim_ref_matches(ob: &ObjectBucket, claim: &ObjectBucketClaim) ->
 /// The claim has an ObjectBucket bound to it here already.
 fn bound_here(o: &Observed) -> bool {
     o.ob.as_ref().is_some_and(|ob| {
-        claim_ref_matches(ob, &o.claim) && has_label(&ob.metadata, &o.label) && ob.bucket_name().is_some()
+        claim_ref_matches(ob, &o.claim)
+            && has_label(&ob.metadata, &o.label)
+            && ob.bucket_name().is_some()
     })
 }
 
@@ -395,11 +413,10 @@ fn released_note(ob: &ObjectBucket) -> &'static str {
 
 /// Greenfield or brownfield: what the ObjectBucket recorded, else the class.
 fn origin(o: &Observed, class: Option<&StorageClass>) -> Result<BucketOrigin, Problem> {
-    if let Some(origin) = o
-        .ob
-        .as_ref()
-        .and_then(|ob| annotation(&ob.metadata, BUCKET_ORIGIN_ANNOTATION))
-        .and_then(BucketOrigin::parse)
+    if let Some(origin) =
+        o.ob.as_ref()
+            .and_then(|ob| annotation(&ob.metadata, BUCKET_ORIGIN_ANNOTATION))
+            .and_then(BucketOrigin::parse)
     {
         return Ok(origin);
     }
@@ -415,7 +432,9 @@ fn origin(o: &Observed, class: Option<&StorageClass>) -> Result<BucketOrigin, Pr
 /// Origin for teardown. When nothing recorded it and the class is gone,
 /// assume brownfield: revoking keeps data, deleting could not be undone.
 fn recorded_origin(ob: &ObjectBucket, class: &ClassState) -> BucketOrigin {
-    if let Some(origin) = annotation(&ob.metadata, BUCKET_ORIGIN_ANNOTATION).and_then(BucketOrigin::parse) {
+    if let Some(origin) =
+        annotation(&ob.metadata, BUCKET_ORIGIN_ANNOTATION).and_then(BucketOrigin::parse)
+    {
         return origin;
     }
     match class {
@@ -446,7 +465,10 @@ pub(crate) fn bucket_name(
     }
     let spec = &o.claim.spec;
     let exact = spec.bucket_name.as_deref().filter(|n| !n.is_empty());
-    let prefix = spec.generate_bucket_name.as_deref().filter(|n| !n.is_empty());
+    let prefix = spec
+        .generate_bucket_name
+        .as_deref()
+        .filter(|n| !n.is_empty());
 
     if origin == BucketOrigin::Brownfield {
         let Some(existing) = class.and_then(brownfield_bucket) else {
@@ -508,8 +530,12 @@ pub(crate) fn bucket_name(
                     ),
                 ));
             }
-            names::generate_bucket_name(prefix)
-                .map_err(|e| Problem::new("InvalidBucketName", format!("{e}: fix spec.generateBucketName")))?;
+            names::generate_bucket_name(prefix).map_err(|e| {
+                Problem::new(
+                    "InvalidBucketName",
+                    format!("{e}: fix spec.generateBucketName"),
+                )
+            })?;
             Ok(BucketName::Generate(prefix.to_owned()))
         }
     }
@@ -525,15 +551,15 @@ fn validated(name: &str, source: &str) -> Result<BucketName, Problem> {
 fn child_conflict(o: &Observed) -> Option<Problem> {
     let name = o.claim.metadata.name.as_deref().unwrap_or_default();
     for (kind, meta) in [("Secret", &o.secret), ("ConfigMap", &o.config_map)] {
-        if let Some(meta) = meta {
-            if !owned_by(meta, &o.claim) {
-                return Some(Problem::new(
-                    "NameConflict",
-                    format!(
-                        "a {kind} named {name:?} already exists in this namespace and does not belong to this claim: rename or delete that {kind}, or give the claim another name"
-                    ),
-                ));
-            }
+        if let Some(meta) = meta
+            && !owned_by(meta, &o.claim)
+        {
+            return Some(Problem::new(
+                "NameConflict",
+                format!(
+                    "a {kind} named {name:?} already exists in this namespace and does not belong to this claim: rename or delete that {kind}, or give the claim another name"
+                ),
+            ));
         }
     }
     None
@@ -542,9 +568,8 @@ fn child_conflict(o: &Observed) -> Option<Problem> {
 /// Whether a child names the claim as its owner.
 pub(crate) fn owned_by(meta: &ObjectMeta, claim: &ObjectBucketClaim) -> bool {
     meta.owner_references.as_ref().is_some_and(|refs| {
-        refs.iter().any(|r| {
-            r.kind == "ObjectBucketClaim" && Some(&r.uid) == claim.metadata.uid.as_ref()
-        })
+        refs.iter()
+            .any(|r| r.kind == "ObjectBucketClaim" && Some(&r.uid) == claim.metadata.uid.as_ref())
     })
 }
 
@@ -574,7 +599,11 @@ pub(crate) fn annotation<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str>
 }
 
 fn was_bound(claim: &ObjectBucketClaim) -> bool {
-    claim.spec.object_bucket_name.as_deref().is_some_and(|n| !n.is_empty())
+    claim
+        .spec
+        .object_bucket_name
+        .as_deref()
+        .is_some_and(|n| !n.is_empty())
         || claim.status.as_ref().and_then(|s| s.phase) == Some(ClaimPhase::Bound)
 }
 

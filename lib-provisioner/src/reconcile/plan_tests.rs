@@ -7,9 +7,11 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 
 use super::*;
-use crate::api::{Endpoint, ObjectBucketClaimSpec, ObjectBucketClaimStatus, ObjectBucketSpec, ObjectBucketStatus};
-use crate::reconcile::status;
+use crate::api::{
+    Endpoint, ObjectBucketClaimSpec, ObjectBucketClaimStatus, ObjectBucketSpec, ObjectBucketStatus,
+};
 use crate::provisioner::Credentials;
+use crate::reconcile::status;
 
 const LABEL: &str = "example.com-bucket";
 
@@ -35,7 +37,12 @@ fn class(params: &[(&str, &str)], reclaim: Option<&str>) -> ClassState {
     c.metadata.name = Some("buckets".into());
     c.provisioner = "example.com/bucket".into();
     c.reclaim_policy = reclaim.map(str::to_owned);
-    c.parameters = Some(params.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect());
+    c.parameters = Some(
+        params
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
+    );
     ClassState::Ours(Box::new(c))
 }
 
@@ -60,7 +67,10 @@ fn prepare(c: &mut ObjectBucketClaim, generated: Option<&str>) {
     c.metadata.finalizers = Some(vec![FINALIZER.into()]);
     c.metadata.labels = Some(BTreeMap::from([(PROVISIONER_LABEL.into(), LABEL.into())]));
     if let Some(name) = generated {
-        c.metadata.annotations = Some(BTreeMap::from([(GENERATED_NAME_ANNOTATION.into(), name.into())]));
+        c.metadata.annotations = Some(BTreeMap::from([(
+            GENERATED_NAME_ANNOTATION.into(),
+            name.into(),
+        )]));
     }
 }
 
@@ -85,7 +95,10 @@ fn ob_for(c: &ObjectBucketClaim, bucket: &str, origin: Option<&str>) -> ObjectBu
     ob.metadata.finalizers = Some(vec![FINALIZER.into()]);
     ob.metadata.labels = Some(BTreeMap::from([(PROVISIONER_LABEL.into(), LABEL.into())]));
     if let Some(origin) = origin {
-        ob.metadata.annotations = Some(BTreeMap::from([(BUCKET_ORIGIN_ANNOTATION.into(), origin.into())]));
+        ob.metadata.annotations = Some(BTreeMap::from([(
+            BUCKET_ORIGIN_ANNOTATION.into(),
+            origin.into(),
+        )]));
     }
     ob
 }
@@ -121,11 +134,19 @@ fn reason(step: Step) -> &'static str {
 #[test]
 fn a_fresh_generated_claim_is_provisioned_in_order() {
     let mut o = observed(generated_claim(), class(&[], None));
-    assert_eq!(next_step(&o), Step::PrepareClaim { generate_from: Some("photos".into()) });
+    assert_eq!(
+        next_step(&o),
+        Step::PrepareClaim {
+            generate_from: Some("photos".into())
+        }
+    );
     prepare(&mut o.claim, Some("photos-abcd1234"));
     assert_eq!(
         next_step(&o),
-        Step::ObtainAccess { bucket_name: "photos-abcd1234".into(), origin: BucketOrigin::Greenfield }
+        Step::ObtainAccess {
+            bucket_name: "photos-abcd1234".into(),
+            origin: BucketOrigin::Greenfield
+        }
     );
     o.access = Some(access());
     assert_eq!(
@@ -146,9 +167,18 @@ fn a_fresh_generated_claim_is_provisioned_in_order() {
     assert_eq!(next_step(&o), Step::BindClaim);
     o.claim.spec.object_bucket_name = Some("obc-team-photos".into());
     assert_eq!(next_step(&o), Step::MarkObjectBucketBound);
-    o.ob.as_mut().map(|ob| ob.status = Some(ObjectBucketStatus { phase: Some(BucketPhase::Bound) }));
+    if let Some(ob) = o.ob.as_mut() {
+        ob.status = Some(ObjectBucketStatus {
+            phase: Some(BucketPhase::Bound),
+        });
+    }
     assert_eq!(next_step(&o), Step::MarkClaimBound);
-    o.claim.status = Some(status::desired(&o.claim, ClaimPhase::Bound, "Provisioned", "ok"));
+    o.claim.status = Some(status::desired(
+        &o.claim,
+        ClaimPhase::Bound,
+        "Provisioned",
+        "ok",
+    ));
     assert_eq!(next_step(&o), Step::Done);
 }
 
@@ -159,7 +189,9 @@ fn bound_state() -> Observed {
     c.status = Some(status::desired(&c, ClaimPhase::Bound, "Provisioned", "ok"));
     let mut o = observed(c, class(&[], None));
     let mut ob = ob_for(&o.claim, "photos-abcd1234", Some("greenfield"));
-    ob.status = Some(ObjectBucketStatus { phase: Some(BucketPhase::Bound) });
+    ob.status = Some(ObjectBucketStatus {
+        phase: Some(BucketPhase::Bound),
+    });
     o.ob = Some(ob);
     o.secret = Some(child_of(&o.claim, true));
     o.config_map = Some(child_of(&o.claim, true));
@@ -186,7 +218,10 @@ fn crash_after_bucket_created_asks_again_for_the_same_name() {
     let o = observed(c, class(&[], None));
     assert_eq!(
         next_step(&o),
-        Step::ObtainAccess { bucket_name: "photos-abcd1234".into(), origin: BucketOrigin::Greenfield }
+        Step::ObtainAccess {
+            bucket_name: "photos-abcd1234".into(),
+            origin: BucketOrigin::Greenfield
+        }
     );
 }
 
@@ -226,12 +261,20 @@ fn upgrade_objectbucketname_dropped_by_schema_is_repaired_not_reprovisioned() {
     // spec.objectBucketName pruned, phase Bound.
     let mut c = generated_claim();
     prepare(&mut c, None);
-    c.status = Some(ObjectBucketClaimStatus { phase: Some(ClaimPhase::Bound), ..Default::default() });
+    c.status = Some(ObjectBucketClaimStatus {
+        phase: Some(ClaimPhase::Bound),
+        ..Default::default()
+    });
     let mut o = observed(c, class(&[], None));
     o.ob = Some(ob_for(&o.claim, "photos-3c5a4e2f-8a4b", None));
     o.secret = Some(child_of(&o.claim, true));
     o.config_map = Some(child_of(&o.claim, true));
-    assert_eq!(next_step(&o), Step::AdoptObjectBucket { origin: BucketOrigin::Greenfield });
+    assert_eq!(
+        next_step(&o),
+        Step::AdoptObjectBucket {
+            origin: BucketOrigin::Greenfield
+        }
+    );
     o.ob = Some(ob_for(&o.claim, "photos-3c5a4e2f-8a4b", Some("greenfield")));
     assert_eq!(next_step(&o), Step::BindClaim);
 }
@@ -243,7 +286,12 @@ fn upgrade_without_labels_or_finalizers_is_adopted() {
     o.claim.metadata.labels = None;
     o.claim.metadata.annotations = None;
     o.claim.spec.bucket_name = Some("photos-abcd1234".into()); // written back by an old version
-    assert_eq!(next_step(&o), Step::PrepareClaim { generate_from: None });
+    assert_eq!(
+        next_step(&o),
+        Step::PrepareClaim {
+            generate_from: None
+        }
+    );
     prepare(&mut o.claim, None);
     o.secret = Some(child_of(&o.claim, false));
     o.config_map = Some(child_of(&o.claim, false));
@@ -257,26 +305,87 @@ fn both_names_written_back_by_an_older_version_are_accepted() {
     let mut c = generated_claim();
     c.spec.bucket_name = Some("photos-abcde".into());
     let o = observed(c, class(&[], None));
-    assert_eq!(next_step(&o), Step::PrepareClaim { generate_from: None });
+    assert_eq!(
+        next_step(&o),
+        Step::PrepareClaim {
+            generate_from: None
+        }
+    );
 }
 
 #[test]
 fn both_names_set_by_a_user_are_rejected() {
     let mut c = generated_claim();
     c.spec.bucket_name = Some("other".into());
-    assert_eq!(reason(next_step(&observed(c, class(&[], None)))), "AmbiguousBucketName");
+    assert_eq!(
+        reason(next_step(&observed(c, class(&[], None)))),
+        "AmbiguousBucketName"
+    );
 }
 
 #[test]
 fn bad_input_is_rejected_before_anything_is_written() {
     let cases: Vec<(ObjectBucketClaimSpec, ClassState, &str)> = vec![
-        (ObjectBucketClaimSpec { generate_bucket_name: Some("x".into()), ..Default::default() }, ClassState::Unnamed, "MissingStorageClass"),
-        (ObjectBucketClaimSpec { storage_class_name: "buckets".into(), ..Default::default() }, class(&[], None), "MissingBucketName"),
-        (ObjectBucketClaimSpec { storage_class_name: "buckets".into(), bucket_name: Some("Bad_Name".into()), ..Default::default() }, class(&[], None), "InvalidBucketName"),
-        (ObjectBucketClaimSpec { storage_class_name: "buckets".into(), generate_bucket_name: Some("UPPER".into()), ..Default::default() }, class(&[], None), "InvalidBucketName"),
-        (ObjectBucketClaimSpec { storage_class_name: "buckets".into(), bucket_name: Some("ok-name".into()), ..Default::default() }, class(&[], Some("Recycle")), "InvalidReclaimPolicy"),
-        (ObjectBucketClaimSpec { storage_class_name: "buckets".into(), bucket_name: Some("other".into()), ..Default::default() }, class(&[("bucketName", "shared")], None), "BucketNameMismatch"),
-        (ObjectBucketClaimSpec { storage_class_name: "buckets".into(), ..Default::default() }, class(&[("bucketName", "NOT_VALID")], None), "InvalidBucketName"),
+        (
+            ObjectBucketClaimSpec {
+                generate_bucket_name: Some("x".into()),
+                ..Default::default()
+            },
+            ClassState::Unnamed,
+            "MissingStorageClass",
+        ),
+        (
+            ObjectBucketClaimSpec {
+                storage_class_name: "buckets".into(),
+                ..Default::default()
+            },
+            class(&[], None),
+            "MissingBucketName",
+        ),
+        (
+            ObjectBucketClaimSpec {
+                storage_class_name: "buckets".into(),
+                bucket_name: Some("Bad_Name".into()),
+                ..Default::default()
+            },
+            class(&[], None),
+            "InvalidBucketName",
+        ),
+        (
+            ObjectBucketClaimSpec {
+                storage_class_name: "buckets".into(),
+                generate_bucket_name: Some("UPPER".into()),
+                ..Default::default()
+            },
+            class(&[], None),
+            "InvalidBucketName",
+        ),
+        (
+            ObjectBucketClaimSpec {
+                storage_class_name: "buckets".into(),
+                bucket_name: Some("ok-name".into()),
+                ..Default::default()
+            },
+            class(&[], Some("Recycle")),
+            "InvalidReclaimPolicy",
+        ),
+        (
+            ObjectBucketClaimSpec {
+                storage_class_name: "buckets".into(),
+                bucket_name: Some("other".into()),
+                ..Default::default()
+            },
+            class(&[("bucketName", "shared")], None),
+            "BucketNameMismatch",
+        ),
+        (
+            ObjectBucketClaimSpec {
+                storage_class_name: "buckets".into(),
+                ..Default::default()
+            },
+            class(&[("bucketName", "NOT_VALID")], None),
+            "InvalidBucketName",
+        ),
     ];
     for (spec, class, expected) in cases {
         let o = observed(claim(spec.clone()), class);
@@ -292,7 +401,10 @@ fn an_unknown_class_waits() {
 
 #[test]
 fn a_foreign_class_is_ignored() {
-    assert_eq!(next_step(&observed(generated_claim(), ClassState::Foreign)), Step::Ignore);
+    assert_eq!(
+        next_step(&observed(generated_claim(), ClassState::Foreign)),
+        Step::Ignore
+    );
 }
 
 #[test]
@@ -308,7 +420,10 @@ fn a_name_held_by_another_claim_is_rejected() {
 #[test]
 fn foreign_secret_or_configmap_is_a_conflict() {
     let mut o = observed(generated_claim(), class(&[], None));
-    o.secret = Some(ObjectMeta { name: Some("photos".into()), ..Default::default() });
+    o.secret = Some(ObjectMeta {
+        name: Some("photos".into()),
+        ..Default::default()
+    });
     assert_eq!(reason(next_step(&o)), "NameConflict");
 }
 
@@ -331,12 +446,18 @@ fn a_bound_claim_whose_object_bucket_vanished_never_gets_a_second_generated_name
 
 #[test]
 fn brownfield_grants_access_to_the_class_bucket() {
-    let mut c = claim(ObjectBucketClaimSpec { storage_class_name: "buckets".into(), ..Default::default() });
+    let mut c = claim(ObjectBucketClaimSpec {
+        storage_class_name: "buckets".into(),
+        ..Default::default()
+    });
     prepare(&mut c, None);
     let o = observed(c, class(&[("bucketName", "shared-data")], None));
     assert_eq!(
         next_step(&o),
-        Step::ObtainAccess { bucket_name: "shared-data".into(), origin: BucketOrigin::Brownfield }
+        Step::ObtainAccess {
+            bucket_name: "shared-data".into(),
+            origin: BucketOrigin::Brownfield
+        }
     );
 }
 
@@ -348,8 +469,15 @@ fn deleting(mut o: Observed) -> Observed {
 #[test]
 fn deletion_with_reclaim_delete_deletes_then_releases_children_then_the_finalizer() {
     let mut o = deleting(bound_state());
-    o.ob.as_mut().map(|ob| ob.spec.reclaim_policy = ReclaimPolicy::Delete);
-    assert_eq!(next_step(&o), Step::Teardown { delete_bucket: true });
+    if let Some(ob) = o.ob.as_mut() {
+        ob.spec.reclaim_policy = ReclaimPolicy::Delete;
+    }
+    assert_eq!(
+        next_step(&o),
+        Step::Teardown {
+            delete_bucket: true
+        }
+    );
     o.torn_down = true;
     assert_eq!(next_step(&o), Step::DeleteObjectBucket);
     o.ob = None;
@@ -363,15 +491,24 @@ fn deletion_with_reclaim_delete_deletes_then_releases_children_then_the_finalize
 #[test]
 fn deletion_with_reclaim_retain_revokes_and_releases() {
     let mut o = deleting(bound_state());
-    o.ob.as_mut().map(|ob| ob.spec.reclaim_policy = ReclaimPolicy::Retain);
-    assert_eq!(next_step(&o), Step::Teardown { delete_bucket: false });
+    if let Some(ob) = o.ob.as_mut() {
+        ob.spec.reclaim_policy = ReclaimPolicy::Retain;
+    }
+    assert_eq!(
+        next_step(&o),
+        Step::Teardown {
+            delete_bucket: false
+        }
+    );
     o.torn_down = true;
     assert_eq!(next_step(&o), Step::ReleaseObjectBucket);
     // After a crash: Released already, so no second teardown.
     let mut again = deleting(bound_state());
     let ob = again.ob.as_mut().expect("ob");
     ob.spec.reclaim_policy = ReclaimPolicy::Retain;
-    ob.status = Some(ObjectBucketStatus { phase: Some(BucketPhase::Released) });
+    ob.status = Some(ObjectBucketStatus {
+        phase: Some(BucketPhase::Released),
+    });
     ob.metadata.finalizers = None;
     assert_eq!(next_step(&again), Step::ReleaseSecret);
 }
@@ -380,7 +517,12 @@ fn deletion_with_reclaim_retain_revokes_and_releases() {
 fn brownfield_deletion_only_revokes() {
     let mut o = deleting(bound_state());
     o.ob = Some(ob_for(&o.claim, "shared-data", Some("brownfield")));
-    assert_eq!(next_step(&o), Step::Teardown { delete_bucket: false });
+    assert_eq!(
+        next_step(&o),
+        Step::Teardown {
+            delete_bucket: false
+        }
+    );
 }
 
 #[test]
@@ -388,7 +530,12 @@ fn unknown_origin_with_the_class_gone_is_treated_as_brownfield() {
     let mut o = deleting(bound_state());
     o.ob = Some(ob_for(&o.claim, "photos-abcd1234", None));
     o.class = ClassState::NotFound("buckets".into());
-    assert_eq!(next_step(&o), Step::Teardown { delete_bucket: false });
+    assert_eq!(
+        next_step(&o),
+        Step::Teardown {
+            delete_bucket: false
+        }
+    );
 }
 
 #[test]
@@ -396,7 +543,12 @@ fn deletion_after_a_crash_before_the_object_bucket_tears_down_by_name() {
     let mut c = generated_claim();
     prepare(&mut c, Some("photos-abcd1234"));
     let mut o = deleting(observed(c, class(&[], None)));
-    assert_eq!(next_step(&o), Step::Teardown { delete_bucket: true });
+    assert_eq!(
+        next_step(&o),
+        Step::Teardown {
+            delete_bucket: true
+        }
+    );
     o.torn_down = true;
     assert_eq!(next_step(&o), Step::RemoveClaimFinalizer);
 }

@@ -19,8 +19,15 @@ pub(crate) fn desired(
     message: &str,
 ) -> ObjectBucketClaimStatus {
     let current = claim.status.clone().unwrap_or_default();
-    let status = if phase == ClaimPhase::Bound { "True" } else { "False" };
-    let previous = current.conditions.iter().find(|c| c.type_ == BOUND_CONDITION);
+    let status = if phase == ClaimPhase::Bound {
+        "True"
+    } else {
+        "False"
+    };
+    let previous = current
+        .conditions
+        .iter()
+        .find(|c| c.type_ == BOUND_CONDITION);
     // The transition time moves only when the condition's status flips.
     let last_transition_time = match previous {
         Some(c) if c.status == status => c.last_transition_time.clone(),
