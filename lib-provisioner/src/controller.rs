@@ -303,6 +303,7 @@ impl<P: Provisioner> ControllerBuilder<P> {
             controller: label.clone(),
             instance: std::env::var("POD_NAME").ok(),
         };
+        let (synced_tx, synced_rx) = watch::channel(false);
         let ctx = Arc::new(Context {
             recorder: Recorder::new(client.clone(), reporter),
             client,
@@ -317,6 +318,7 @@ impl<P: Provisioner> ControllerBuilder<P> {
             metrics,
             backoff: Backoffs::new(self.backoff.0, self.backoff.1),
             resync: self.resync,
+            caches_synced: synced_rx,
             pruned_binds: Default::default(),
         });
 
@@ -422,6 +424,7 @@ impl<P: Provisioner> ControllerBuilder<P> {
                     let _ = store.wait_until_ready().await;
                 }
                 info!("caches are synced; reconciling");
+                let _ = synced_tx.send(true);
                 health.ready.store(true, Ordering::Relaxed);
             }
         };

@@ -228,13 +228,12 @@ pub(crate) async fn adopt_object_bucket(
     client: &Client,
     ob: &ObjectBucket,
     label: &str,
-    origin: BucketOrigin,
+    origin: Option<BucketOrigin>,
 ) -> Result<ObjectBucket> {
-    let patch = adopt_patch(
-        &ob.metadata,
-        label,
-        BTreeMap::from([(BUCKET_ORIGIN_ANNOTATION, origin.as_str())]),
-    );
+    let annotations = origin
+        .map(|o| BTreeMap::from([(BUCKET_ORIGIN_ANNOTATION, o.as_str())]))
+        .unwrap_or_default();
+    let patch = adopt_patch(&ob.metadata, label, annotations);
     Api::<ObjectBucket>::all(client.clone())
         .patch(&ob.name_any(), &params(), &Patch::Merge(patch))
         .await

@@ -8,7 +8,7 @@
 use std::fmt;
 
 use aws_sdk_s3::config::http::HttpResponse;
-use aws_sdk_s3::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 use lib_provisioner::ProvisionError;
 
 /// What went wrong with one S3 call, reduced to what classification needs.
@@ -51,11 +51,9 @@ impl StoreFailure {
         E: ProvideErrorMetadata + std::error::Error + 'static,
     {
         let kind = match err {
-            SdkError::ConstructionFailure(_) => {
-                FailureKind::Request(DisplayErrorContext(err).to_string())
-            }
+            SdkError::ConstructionFailure(_) => FailureKind::Request(error_chain(err)),
             SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) => {
-                FailureKind::Transport(DisplayErrorContext(err).to_string())
+                FailureKind::Transport(error_chain(err))
             }
             // A response that could not be read (cut off, garbled): treat
             // like a dropped connection.
@@ -65,14 +63,14 @@ impl StoreFailure {
                     code: None,
                     message: None,
                 },
-                _ => FailureKind::Transport(DisplayErrorContext(err).to_string()),
+                _ => FailureKind::Transport(error_chain(err)),
             },
             SdkError::ServiceError(e) => FailureKind::Service {
                 status: e.raw().status().as_u16(),
                 code: e.err().code().map(str::to_owned),
                 message: e.err().message().map(str::to_owned),
             },
-            _ => FailureKind::Transport(DisplayErrorContext(err).to_string()),
+            _ => FailureKind::Transport(error_chain(err)),
         };
         Self {
             operation,
@@ -155,6 +153,21 @@ impl StoreFailure {
             ProvisionError::permanent(self.to_string())
         }
     }
+}
+
+/// An error and its sources, `: `-separated, without repeats (the SDK's
+/// own `DisplayErrorContext` appends a `Debug` dump, too long for a status).
+pub fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut next = Some(err);
+    while let Some(e) = next {
+        let text = e.to_string();
+        if !text.is_empty() && !parts.last().is_some_and(|last| last.contains(&text)) {
+            parts.push(text);
+        }
+        next = e.source();
+    }
+    parts.join(": ")
 }
 
 impl fmt::Display for StoreFailure {
@@ -279,6 +292,27 @@ mod tests {
         assert!(service(404, Some("NoSuchBucket")).is_no_such_bucket());
         assert!(service(400, Some("NoSuchKey")).is_not_found());
         assert!(!service(403, None).is_not_found());
+    }
+
+    #[test]
+    fn error_chain_joins_sources_once() {
+        #[derive(Debug)]
+        struct Outer(std::io::Error);
+        impl fmt::Display for Outer {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("dispatch failure")
+            }
+        }
+        impl std::error::Error for Outer {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let e = Outer(std::io::Error::new(
+            std::io::ErrorKind::ConnectionRefused,
+            "connection refused",
+        ));
+        assert_eq!(error_chain(&e), "dispatch failure: connection refused");
     }
 
     #[test]

@@ -75,7 +75,7 @@ struct Cli {
     #[arg(long, env = "POD_NAME")]
     identity: Option<String>,
 
-    /// How long the Lease stays valid without renewal; the leader renews every third of it. A leader that cannot renew in time exits.
+    /// How long the Lease stays valid without renewal (3 to 3600); the leader renews every third of it. A leader that cannot renew in time exits.
     #[arg(
         long,
         env = "OBC_LEASE_DURATION_SECONDS",
@@ -196,7 +196,6 @@ async fn main() -> ExitCode {
         }
         Err(e) => {
             error!("{e}");
-            eprintln!("sample-provisioner: {e}");
             ExitCode::FAILURE
         }
     }

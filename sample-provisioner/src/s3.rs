@@ -11,6 +11,7 @@ use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Secret;
 use kube::{Api, Client};
 use lib_provisioner::api::secret_keys::{ACCESS_KEY_ID, SECRET_ACCESS_KEY};
+use lib_provisioner::api::{GENERATED_NAME_ANNOTATION, ObjectBucketClaim};
 use lib_provisioner::{
     BucketAccess, BucketRequest, Credentials, ProvisionError, Provisioner, TeardownRequest,
 };
@@ -20,7 +21,7 @@ use crate::credentials::{
     CREDENTIALS_MODE_KEY, CredentialIssuer, CredentialRequest, SharedAdminCredentials, StoreAdmin,
 };
 use crate::params::{ClassParams, SecretRef};
-use crate::store::{Deletion, Owner, Store};
+use crate::store::{Creation, Deletion, Owner, Store};
 
 /// Clients kept for reuse; past this many (rotated credentials, many
 /// classes) the cache starts over.
@@ -147,6 +148,22 @@ impl S3Provisioner {
         Ok(access)
     }
 
+    /// Whether the library generated `req.bucket_name` for this claim (the
+    /// claim's annotation records it before the bucket is created). Such a
+    /// name has a random suffix: an empty unmarked bucket of that name can
+    /// only be left by an interrupted attempt of this claim.
+    async fn name_generated_for(&self, req: &BucketRequest) -> Result<bool, ProvisionError> {
+        let api: Api<ObjectBucketClaim> = Api::namespaced(self.kube.clone(), &req.claim_namespace);
+        match api.get_opt(&req.claim_name).await {
+            Ok(Some(claim)) => Ok(generated_for(&claim, &req.claim_uid, &req.bucket_name)),
+            Ok(None) => Ok(false),
+            Err(e) => Err(ProvisionError::retryable(format!(
+                "could not read claim {}/{}: {e}",
+                req.claim_namespace, req.claim_name
+            ))),
+        }
+    }
+
     /// Revokes the claim's credentials, as recorded at provisioning.
     async fn revoke_credentials(
         &self,
@@ -200,6 +217,26 @@ fn credential_request(req: &BucketRequest) -> CredentialRequest<'_> {
     }
 }
 
+/// Whether `claim` (with UID `uid`) records `bucket` as the name generated
+/// for it.
+pub fn generated_for(claim: &ObjectBucketClaim, uid: &str, bucket: &str) -> bool {
+    claim.metadata.uid.as_deref() == Some(uid)
+        && claim
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(GENERATED_NAME_ANNOTATION))
+            .is_some_and(|generated| generated == bucket)
+}
+
+/// The permanent error for an empty, unmarked bucket whose name the claim
+/// chose itself: it may be someone else's.
+pub fn unclaimed(bucket: &str) -> ProvisionError {
+    ProvisionError::permanent(format!(
+        "bucket {bucket:?} exists and was not created for this claim: it is empty but has no ownership marker, so it may be someone else's; use generateBucketName or another bucketName, or a StorageClass with the bucketName parameter to share it. If an interrupted attempt of this claim created it, delete the empty bucket: the claim is retried"
+    ))
+}
+
 /// Reads the admin key pair from a Secret. Values are trimmed (a Secret made
 /// from files often ends in a newline) and never echoed.
 pub fn credentials_from_secret(
@@ -251,9 +288,19 @@ impl Provisioner for S3Provisioner {
             claim_uid: &req.claim_uid,
             claim: &claim,
         };
-        r.store
+        match r
+            .store
             .create_owned(&req.bucket_name, &r.params.region, &owner)
-            .await?;
+            .await?
+        {
+            Creation::Owned => {}
+            Creation::Unclaimed => {
+                if !self.name_generated_for(req).await? {
+                    return Err(unclaimed(&req.bucket_name));
+                }
+                r.store.take_over(&req.bucket_name, &owner).await?;
+            }
+        }
         info!(bucket = %req.bucket_name, %claim, endpoint = %r.params.endpoint.url, "bucket is provisioned");
         self.issue(&r, req).await
     }
@@ -327,6 +374,39 @@ mod tests {
             namespace: "obc-system".into(),
             name: "s3-admin".into(),
         }
+    }
+
+    #[test]
+    fn only_a_name_generated_for_the_claim_allows_a_take_over() {
+        let mut claim = ObjectBucketClaim::new("photos", Default::default());
+        claim.metadata.uid = Some("uid-1".into());
+        assert!(
+            !generated_for(&claim, "uid-1", "photos-abcd1234"),
+            "exact name"
+        );
+        claim.metadata.annotations = Some(
+            [(
+                GENERATED_NAME_ANNOTATION.to_owned(),
+                "photos-abcd1234".to_owned(),
+            )]
+            .into(),
+        );
+        assert!(generated_for(&claim, "uid-1", "photos-abcd1234"));
+        assert!(
+            !generated_for(&claim, "uid-2", "photos-abcd1234"),
+            "another claim"
+        );
+        assert!(
+            !generated_for(&claim, "uid-1", "photos-other"),
+            "another name"
+        );
+        let e = unclaimed("photos");
+        assert!(!e.is_retryable());
+        assert!(
+            e.to_string()
+                .contains("exists and was not created for this claim"),
+            "{e}"
+        );
     }
 
     #[test]

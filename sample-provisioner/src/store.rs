@@ -11,9 +11,11 @@
 //! cannot both win, and is read back before the bucket is used.
 //!
 //! The marker is written right after CreateBucket and before any credential
-//! is handed out, so a bucket that exists, is empty and has no marker can
-//! only be one whose creation was interrupted (or an empty bucket made by
-//! hand with that exact name): it is taken over. A bucket that holds any
+//! is handed out, so a bucket that exists, is empty and has no marker is
+//! either left from an interrupted attempt, or an empty bucket someone made
+//! with that name. [`Store::create_owned`] reports it as
+//! [`Creation::Unclaimed`] and the caller decides (see
+//! [`S3Provisioner`](crate::s3::S3Provisioner)). A bucket that holds any
 //! other object and no marker is never taken over, nor deleted.
 
 use std::time::Duration;
@@ -45,6 +47,16 @@ pub struct Owner<'a> {
     pub claim_uid: &'a str,
     /// `namespace/name` of the claim, stored as metadata for humans.
     pub claim: &'a str,
+}
+
+/// What [`Store::create_owned`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Creation {
+    /// The bucket exists and carries the owner's marker.
+    Owned,
+    /// The bucket existed already, is empty and carries no marker: left
+    /// from an interrupted attempt, or made by someone else.
+    Unclaimed,
 }
 
 /// What a deletion did.
@@ -99,15 +111,18 @@ impl Store {
 
     /// Creates `bucket` for `owner`, or confirms that it already was.
     ///
-    /// Errors: permanent "exists and was not created for this claim" when
-    /// the bucket carries another claim's marker, or has objects and no marker,
-    /// or belongs to another account; otherwise as classified.
+    /// Returns [`Creation::Unclaimed`] for a bucket that existed before this
+    /// call, is empty and has no marker: the caller decides whether to
+    /// [`take_over`](Self::take_over) it. Errors: permanent "exists and was
+    /// not created for this claim" when the bucket carries another claim's
+    /// marker, holds objects and no marker, or belongs to another account;
+    /// otherwise as classified.
     pub async fn create_owned(
         &self,
         bucket: &str,
         region: &str,
         owner: &Owner<'_>,
-    ) -> Result<(), ProvisionError> {
+    ) -> Result<Creation, ProvisionError> {
         let mut create = self.client.create_bucket().bucket(bucket);
         if region != DEFAULT_REGION {
             create = create.create_bucket_configuration(
@@ -135,7 +150,7 @@ impl Store {
         match self.owner(bucket).await {
             Ok(Some(uid)) if uid == owner.claim_uid => {
                 debug!(bucket, "bucket exists and carries this claim's marker");
-                Ok(())
+                Ok(Creation::Owned)
             }
             Ok(Some(other)) => Err(not_ours(bucket, Some(&other))),
             Ok(None) => {
@@ -147,17 +162,26 @@ impl Store {
                     return Err(not_ours(bucket, None));
                 }
                 if !created {
-                    info!(
-                        bucket,
-                        "bucket exists, is empty and has no ownership marker: taking it over (an earlier attempt was interrupted)"
-                    );
+                    return Ok(Creation::Unclaimed);
                 }
-                self.put_marker(bucket, owner).await
+                self.put_marker(bucket, owner).await?;
+                Ok(Creation::Owned)
             }
             // Another account's bucket: we may not even read it.
             Err(f) if f.is_access_denied() && !created => Err(not_ours(bucket, None)),
             Err(f) => Err(f.into_provision_error()),
         }
+    }
+
+    /// Marks an existing, empty, unmarked bucket as `owner`'s (after
+    /// [`Creation::Unclaimed`]). Loses cleanly to a concurrent marker.
+    pub async fn take_over(&self, bucket: &str, owner: &Owner<'_>) -> Result<(), ProvisionError> {
+        info!(
+            bucket,
+            claim = owner.claim,
+            "bucket exists, is empty and has no ownership marker: taking it over (an earlier attempt for this claim was interrupted)"
+        );
+        self.put_marker(bucket, owner).await
     }
 
     /// Whether `bucket` exists (HeadBucket).

@@ -31,6 +31,7 @@ pub(crate) async fn reconcile<P: Provisioner>(
     ob: Arc<ObjectBucket>,
     ctx: Arc<Context<P>>,
 ) -> Result<Action> {
+    ctx.caches_ready().await;
     if !has_label(&ob.metadata, &ctx.label) || !has_finalizer(&ob.metadata) {
         // Not ours, or nothing of ours left on it.
         return Ok(Action::await_change());

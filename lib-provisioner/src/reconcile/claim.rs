@@ -38,6 +38,9 @@ pub(crate) async fn reconcile<P: Provisioner>(
     claim: Arc<ObjectBucketClaim>,
     ctx: Arc<Context<P>>,
 ) -> Result<Action> {
+    // Decisions read the class and ObjectBucket caches: an unsynced cache
+    // would make a bound claim look new (or its class look missing).
+    ctx.caches_ready().await;
     let started = Instant::now();
     let mut o = observe(&claim, &ctx).await?;
     let result = run_steps(&mut o, &ctx).await;

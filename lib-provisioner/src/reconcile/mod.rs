@@ -56,8 +56,20 @@ pub(crate) struct Context<P> {
     pub metrics: Arc<Metrics>,
     pub backoff: Backoffs,
     pub resync: Duration,
+    /// Becomes true once every cache has listed.
+    pub caches_synced: tokio::sync::watch::Receiver<bool>,
     /// UIDs of claims whose `spec.objectBucketName` the apiserver pruned.
     pub pruned_binds: Mutex<std::collections::HashSet<String>>,
+}
+
+impl<P> Context<P> {
+    /// Waits until the class, ObjectBucket and claim caches have listed
+    /// once; returns at once afterwards. (A watch channel, because a store's
+    /// own readiness future wakes only one of many concurrent waiters.)
+    pub(crate) async fn caches_ready(&self) {
+        let mut ready = self.caches_synced.clone();
+        let _ = ready.wait_for(|synced| *synced).await;
+    }
 }
 
 impl<P: Provisioner> Context<P> {

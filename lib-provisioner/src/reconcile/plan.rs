@@ -112,8 +112,8 @@ pub(crate) enum Step {
     },
     /// Take over an ObjectBucket bound to this claim that lacks our label,
     /// finalizer or origin annotation (written by the Go library or an
-    /// older version).
-    AdoptObjectBucket { origin: BucketOrigin },
+    /// older version). The origin annotation is written when known.
+    AdoptObjectBucket { origin: Option<BucketOrigin> },
     /// Create the Secret, or make its data match freshly obtained access.
     WriteSecret,
     /// Give an existing Secret of this claim our label and finalizer.
@@ -267,11 +267,16 @@ pub(crate) fn next_step(o: &Observed) -> Step {
             reclaim_policy,
         };
     };
-    if !has_finalizer(&ob.metadata)
-        || !has_label(&ob.metadata, &o.label)
-        || annotation(&ob.metadata, BUCKET_ORIGIN_ANNOTATION).is_none()
+    // The origin is recorded only when the class tells it: a guess written
+    // into the annotation would outlive the reason for it.
+    let record_origin = (class.is_some()
+        && annotation(&ob.metadata, BUCKET_ORIGIN_ANNOTATION).is_none())
+    .then_some(origin);
+    if !has_finalizer(&ob.metadata) || !has_label(&ob.metadata, &o.label) || record_origin.is_some()
     {
-        return Step::AdoptObjectBucket { origin };
+        return Step::AdoptObjectBucket {
+            origin: record_origin,
+        };
     }
     if secret_missing || (o.access.is_some() && !o.secret_synced) {
         return Step::WriteSecret;

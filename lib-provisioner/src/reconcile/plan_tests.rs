@@ -272,7 +272,7 @@ fn upgrade_objectbucketname_dropped_by_schema_is_repaired_not_reprovisioned() {
     assert_eq!(
         next_step(&o),
         Step::AdoptObjectBucket {
-            origin: BucketOrigin::Greenfield
+            origin: Some(BucketOrigin::Greenfield)
         }
     );
     o.ob = Some(ob_for(&o.claim, "photos-3c5a4e2f-8a4b", Some("greenfield")));
@@ -577,4 +577,24 @@ fn a_stale_view_of_a_deleted_bound_claim_does_not_tear_down_twice() {
     o.secret = None;
     o.config_map = None;
     assert_eq!(next_step(&o), Step::RemoveClaimFinalizer);
+}
+
+#[test]
+fn takeover_with_an_unknown_class_does_not_guess_the_origin() {
+    let mut o = bound_state();
+    o.class = ClassState::NotFound("buckets".into());
+    let mut ob = ob_for(&o.claim, "photos-abcd1234", None);
+    ob.status = Some(ObjectBucketStatus {
+        phase: Some(BucketPhase::Bound),
+    });
+    o.ob = Some(ob);
+    assert_eq!(
+        next_step(&o),
+        Step::Done,
+        "label and finalizer present: nothing to adopt"
+    );
+    if let Some(ob) = o.ob.as_mut() {
+        ob.metadata.finalizers = None;
+    }
+    assert_eq!(next_step(&o), Step::AdoptObjectBucket { origin: None });
 }

@@ -14,8 +14,8 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, PostParams};
 use lib_provisioner::api::{ClaimPhase, ObjectBucket, ObjectBucketClaim};
-use obc_tests::recording::{install_crds, wait_phase};
 use obc_tests::TestEnv;
+use obc_tests::recording::{install_crds, wait_phase};
 
 fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -30,30 +30,36 @@ fn read(path: &str) -> Result<String> {
 async fn main() -> Result<()> {
     let env = TestEnv::start().await?;
     let client = env.admin_client();
-    println!("control plane ready: {} (kubeconfig {})", env.apiserver_url(), env.kubeconfig_path().display());
+    println!(
+        "control plane ready: {} (kubeconfig {})",
+        env.apiserver_url(),
+        env.kubeconfig_path().display()
+    );
     println!("S3 server ready: {}", env.s3_endpoint());
 
     install_crds(&env).await?;
     env.apply_yaml(&read("deploy/namespace.yaml")?).await?;
     env.apply_yaml(&read("deploy/rbac.yaml")?).await?;
 
-    // The store's admin credentials, in a Secret the class refers to.
+    // The example StorageClass, pointed at the local S3 server, and the
+    // admin credentials in the Secret it names.
+    let mut class: StorageClass = serde_yaml::from_str(&read("deploy/example-storageclass.yaml")?)?;
+    let params = class.parameters.get_or_insert_with(Default::default);
+    params.insert("endpoint".into(), env.s3_endpoint());
+    let secret_name = params.get("adminSecretName").cloned().unwrap_or_default();
+    let secret_ns = params
+        .get("adminSecretNamespace")
+        .cloned()
+        .unwrap_or_default();
     let (access_key, secret_key) = env.s3_root_credentials();
     let admin: Secret = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": "s3-admin", "namespace": "obc-system"},
+        "metadata": {"name": secret_name, "namespace": secret_ns},
         "stringData": {"AWS_ACCESS_KEY_ID": access_key, "AWS_SECRET_ACCESS_KEY": secret_key}
     }))?;
-    Api::<Secret>::namespaced(client.clone(), "obc-system")
+    Api::<Secret>::namespaced(client.clone(), &secret_ns)
         .create(&PostParams::default(), &admin)
         .await
         .context("creating the admin Secret")?;
-
-    // The example StorageClass, pointed at the local S3 server.
-    let mut class: StorageClass = serde_yaml::from_str(&read("deploy/example-storageclass.yaml")?)?;
-    class
-        .parameters
-        .get_or_insert_with(Default::default)
-        .insert("endpoint".into(), env.s3_endpoint());
     let class_name = class.metadata.name.clone().unwrap_or_default();
     Api::<StorageClass>::all(client.clone())
         .create(&PostParams::default(), &class)
@@ -61,12 +67,17 @@ async fn main() -> Result<()> {
         .context("creating the StorageClass")?;
 
     // The provisioner, as the ServiceAccount the manifests bind.
-    let kubeconfig = env.service_account_kubeconfig("obc-system", "sample-provisioner").await?;
+    let kubeconfig = env
+        .service_account_kubeconfig("obc-system", "sample-provisioner")
+        .await?;
     let binary = std::env::var_os("SAMPLE_PROVISIONER")
         .map(PathBuf::from)
         .unwrap_or_else(|| repo_root().join("target/debug/sample-provisioner"));
     if !binary.exists() {
-        bail!("{} is missing: run `cargo build -p sample-provisioner` (scripts/demo does)", binary.display());
+        bail!(
+            "{} is missing: run `cargo build -p sample-provisioner` (scripts/demo does)",
+            binary.display()
+        );
     }
     let mut provisioner = tokio::process::Command::new(&binary)
         .env("KUBECONFIG", &kubeconfig)
@@ -77,11 +88,17 @@ async fn main() -> Result<()> {
         .kill_on_drop(true)
         .spawn()
         .with_context(|| format!("starting {}", binary.display()))?;
-    println!("sample provisioner started as system:serviceaccount:obc-system:sample-provisioner (StorageClass {class_name})");
+    println!(
+        "sample provisioner started as system:serviceaccount:obc-system:sample-provisioner (StorageClass {class_name})"
+    );
 
     // The example claim.
     let mut claim: ObjectBucketClaim = serde_yaml::from_str(&read("deploy/example-claim.yaml")?)?;
-    let ns = claim.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+    let ns = claim
+        .metadata
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".into());
     let name = claim.metadata.name.clone().unwrap_or_default();
     claim.spec.storage_class_name = class_name;
     env.ensure_namespace(&ns).await?;
@@ -90,18 +107,38 @@ async fn main() -> Result<()> {
         .await
         .context("creating the example claim")?;
 
-    let bound = wait_phase(&client, &ns, &name, ClaimPhase::Bound, Duration::from_secs(60)).await?;
+    let bound = wait_phase(
+        &client,
+        &ns,
+        &name,
+        ClaimPhase::Bound,
+        Duration::from_secs(60),
+    )
+    .await?;
     let ob = Api::<ObjectBucket>::all(client.clone())
         .get(bound.spec.object_bucket_name.as_deref().unwrap_or_default())
         .await?;
     println!("\n--- ObjectBucketClaim {ns}/{name}");
-    print!("{}", serde_yaml::to_string(&serde_json::json!({"spec": bound.spec, "status": bound.status}))?);
-    println!("--- ObjectBucket {}", ob.metadata.name.clone().unwrap_or_default());
+    print!(
+        "{}",
+        serde_yaml::to_string(&serde_json::json!({"spec": bound.spec, "status": bound.status}))?
+    );
+    println!(
+        "--- ObjectBucket {}",
+        ob.metadata.name.clone().unwrap_or_default()
+    );
     print!("{}", serde_yaml::to_string(&ob.spec)?);
-    let secret = Api::<Secret>::namespaced(client.clone(), &ns).get(&name).await?;
+    let secret = Api::<Secret>::namespaced(client.clone(), &ns)
+        .get(&name)
+        .await?;
     let keys: Vec<String> = secret.data.unwrap_or_default().into_keys().collect();
-    println!("--- Secret {ns}/{name} keys (values not shown): {}", keys.join(", "));
-    let cm = Api::<ConfigMap>::namespaced(client.clone(), &ns).get(&name).await?;
+    println!(
+        "--- Secret {ns}/{name} keys (values not shown): {}",
+        keys.join(", ")
+    );
+    let cm = Api::<ConfigMap>::namespaced(client.clone(), &ns)
+        .get(&name)
+        .await?;
     println!("--- ConfigMap {ns}/{name}");
     print!("{}", serde_yaml::to_string(&cm.data.unwrap_or_default())?);
 
