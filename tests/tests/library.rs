@@ -953,3 +953,112 @@ async fn half_done_work_is_resumed_and_direct_ob_deletion_waits_for_the_claim() 
     assert_eq!(PROVISIONER, "test.objectbucket.io/recorder");
     controller.stop().await.expect("stops");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_leader_acts_and_it_serves_metrics_and_health() {
+    use k8s_openapi::api::coordination::v1::Lease;
+    use lib_provisioner::ControllerBuilder;
+    use lib_provisioner::leader::LeaderElection;
+
+    let (env, client) = setup().await;
+    env.ensure_namespace("ha").await.expect("namespace");
+    create_class(&client, "c", "Delete", &[])
+        .await
+        .expect("class");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port();
+    let election = |id: &str| {
+        LeaderElection::new("default", "test-provisioner", id)
+            .with_lease_duration(Duration::from_secs(6))
+    };
+    let rec_a = Recorder::default();
+    let a = RunningController::start_with(
+        client.clone(),
+        ControllerBuilder::new(PROVISIONER, rec_a.clone())
+            .leader_election(election("replica-a"))
+            .serve_on(([127, 0, 0, 1], port).into()),
+    );
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "default");
+    let holder = || async {
+        let lease = leases.get_opt("test-provisioner").await?;
+        Ok::<_, anyhow::Error>(lease.and_then(|l| l.spec?.holder_identity))
+    };
+    wait_for(T, "replica-a to lead", || async {
+        Ok((holder().await?.as_deref() == Some("replica-a")).then_some(()))
+    })
+    .await
+    .expect("a leads");
+    let rec_b = Recorder::default();
+    let b = RunningController::start_with(
+        client.clone(),
+        ControllerBuilder::new(PROVISIONER, rec_b.clone()).leader_election(election("replica-b")),
+    );
+
+    create_claim(&client, "ha", "one", generated("c", "one"))
+        .await
+        .expect("claim");
+    wait_phase(&client, "ha", "one", ClaimPhase::Bound, T)
+        .await
+        .expect("binds");
+    assert_eq!(rec_a.count(|c| matches!(c, Call::Provision(_))), 1);
+    assert!(
+        rec_b.calls().is_empty(),
+        "the standby acted: {:?}",
+        rec_b.calls()
+    );
+
+    let http = reqwest::Client::new();
+    let get = |path: &'static str| {
+        let http = http.clone();
+        async move {
+            let r = http
+                .get(format!("http://127.0.0.1:{port}{path}"))
+                .send()
+                .await
+                .expect("request");
+            (r.status().as_u16(), r.text().await.expect("body"))
+        }
+    };
+    assert_eq!(get("/healthz").await.0, 200);
+    assert_eq!(get("/readyz").await, (200, "ready".to_owned()));
+    let (_, metrics) = get("/metrics").await;
+    for needle in [
+        "obc_claims{phase=\"Bound\"} 1",
+        "obc_provisioner_operations_total{operation=\"provision\",result=\"ok\"} 1",
+        "obc_reconciles_total{result=\"ok\"}",
+        "obc_reconcile_duration_seconds_bucket",
+    ] {
+        assert!(
+            metrics.contains(needle),
+            "metrics lack {needle}:\n{metrics}"
+        );
+    }
+
+    // The leader stops (and releases the lease): the standby takes over.
+    a.stop().await.expect("a stops");
+    wait_for(T, "replica-b to lead", || async {
+        Ok((holder().await?.as_deref() == Some("replica-b")).then_some(()))
+    })
+    .await
+    .expect("b leads");
+    create_claim(&client, "ha", "two", generated("c", "two"))
+        .await
+        .expect("claim");
+    wait_phase(&client, "ha", "two", ClaimPhase::Bound, T)
+        .await
+        .expect("binds under b");
+    assert_eq!(
+        rec_b.count(|c| matches!(c, Call::Provision(_))),
+        1,
+        "{:?}",
+        rec_b.calls()
+    );
+    assert_eq!(
+        rec_a.count(|c| matches!(c, Call::Provision(_))),
+        1,
+        "a stopped acting"
+    );
+    b.stop().await.expect("b stops");
+}
