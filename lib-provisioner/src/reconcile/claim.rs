@@ -126,18 +126,8 @@ fn observed<P>(claim: ObjectBucketClaim, class: ClassState, ctx: &Context<P>) ->
             .contains(uid)
     });
     Observed {
-        claim,
-        class,
-        ob: None,
-        secret: None,
-        config_map: None,
-        name_holder: None,
-        access: None,
-        secret_synced: false,
-        config_map_synced: false,
-        torn_down: false,
         bind_pruned,
-        label: ctx.label.clone(),
+        ..Observed::new(claim, class, ctx.label.clone())
     }
 }
 

@@ -59,6 +59,26 @@ pub(crate) struct Observed {
     pub label: String,
 }
 
+impl Observed {
+    /// A claim and its class, with nothing else seen or done yet.
+    pub(crate) fn new(claim: ObjectBucketClaim, class: ClassState, label: String) -> Self {
+        Self {
+            claim,
+            class,
+            ob: None,
+            secret: None,
+            config_map: None,
+            name_holder: None,
+            access: None,
+            secret_synced: false,
+            config_map_synced: false,
+            torn_down: false,
+            bind_pruned: false,
+            label,
+        }
+    }
+}
+
 /// A problem with the claim, as it is shown on the claim.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Problem {

@@ -47,20 +47,7 @@ fn class(params: &[(&str, &str)], reclaim: Option<&str>) -> ClassState {
 }
 
 fn observed(claim: ObjectBucketClaim, class: ClassState) -> Observed {
-    Observed {
-        claim,
-        class,
-        ob: None,
-        secret: None,
-        config_map: None,
-        name_holder: None,
-        access: None,
-        secret_synced: false,
-        config_map_synced: false,
-        torn_down: false,
-        bind_pruned: false,
-        label: LABEL.into(),
-    }
+    Observed::new(claim, class, LABEL.into())
 }
 
 fn prepare(c: &mut ObjectBucketClaim, generated: Option<&str>) {
