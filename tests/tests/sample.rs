@@ -1,0 +1,294 @@
+//! The sample provisioner end to end: real apiserver with RBAC, the
+//! controller running as the ServiceAccount that `deploy/rbac.yaml` binds
+//! (so a missing permission fails the test), and a real S3 server.
+//!
+//! Per-claim credentials scoped to one bucket need the MinIO admin API,
+//! which cannot run here (AGPL); claims get the class's credentials
+//! (`credentialsMode=shared-admin`), so isolation between claims' buckets is
+//! not asserted.
+
+use std::time::Duration;
+
+use aws_sdk_s3::primitives::ByteStream;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::storage::v1::StorageClass;
+use kube::api::{Api, DeleteParams, PostParams};
+use lib_provisioner::ControllerBuilder;
+use lib_provisioner::api::{ClaimPhase, ObjectBucket, ObjectBucketClaim, ObjectBucketClaimSpec};
+use obc_tests::recording::{RunningController, install_crds, message, wait_gone, wait_phase};
+use obc_tests::testenv::s3_client_for;
+use obc_tests::{TestEnv, wait_for};
+use sample_provisioner::S3Provisioner;
+
+const T: Duration = Duration::from_secs(45);
+
+fn read(path: &str) -> String {
+    std::fs::read_to_string(format!("{}/../{path}", env!("CARGO_MANIFEST_DIR"))).expect(path)
+}
+
+async fn class(
+    client: &kube::Client,
+    env: &TestEnv,
+    file: &str,
+    name: &str,
+    extra: &[(&str, &str)],
+) {
+    // The file's first document is the class (a brownfield example also
+    // carries a claim).
+    let text = read(file);
+    let first = text.split("\n---").next().unwrap_or_default();
+    let mut class: StorageClass = serde_yaml::from_str(first).expect("class yaml");
+    class.metadata.name = Some(name.into());
+    let params = class.parameters.get_or_insert_with(Default::default);
+    params.insert("endpoint".into(), env.s3_endpoint());
+    params.insert("adminSecretName".into(), "s3-admin".into());
+    params.insert("adminSecretNamespace".into(), "obc-system".into());
+    for (k, v) in extra {
+        params.insert((*k).into(), (*v).into());
+    }
+    Api::<StorageClass>::all(client.clone())
+        .create(&PostParams::default(), &class)
+        .await
+        .expect("class");
+}
+
+fn data(secret: &Secret, key: &str) -> String {
+    String::from_utf8(secret.data.as_ref().expect("data")[key].0.clone()).expect("utf8")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sample_provisioner_serves_claims_under_its_least_privilege_rbac() {
+    let env = TestEnv::start().await.expect("env");
+    let admin = env.admin_client();
+    install_crds(&env).await.expect("crds");
+    env.apply_yaml(&read("deploy/namespace.yaml"))
+        .await
+        .expect("namespace");
+    env.apply_yaml(&read("deploy/rbac.yaml"))
+        .await
+        .expect("rbac");
+    let (ak, sk) = env.s3_root_credentials();
+    let admin_secret: Secret = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "s3-admin", "namespace": "obc-system"},
+        "stringData": {"AWS_ACCESS_KEY_ID": ak, "AWS_SECRET_ACCESS_KEY": sk}
+    }))
+    .expect("secret");
+    Api::<Secret>::namespaced(admin.clone(), "obc-system")
+        .create(&PostParams::default(), &admin_secret)
+        .await
+        .expect("admin secret");
+    class(
+        &admin,
+        &env,
+        "deploy/example-storageclass.yaml",
+        "s3-delete",
+        &[("forceDelete", "true")],
+    )
+    .await;
+    class(
+        &admin,
+        &env,
+        "deploy/example-storageclass.yaml",
+        "s3-retain",
+        &[],
+    )
+    .await;
+    let mut retain: StorageClass = Api::<StorageClass>::all(admin.clone())
+        .get("s3-retain")
+        .await
+        .expect("class");
+    assert_eq!(retain.reclaim_policy.take().as_deref(), Some("Delete"));
+    Api::<StorageClass>::all(admin.clone())
+        .delete("s3-retain", &DeleteParams::default())
+        .await
+        .expect("delete");
+    wait_gone(&Api::<StorageClass>::all(admin.clone()), "s3-retain", T)
+        .await
+        .expect("gone");
+    retain.metadata = kube::api::ObjectMeta {
+        name: Some("s3-retain".into()),
+        ..Default::default()
+    };
+    retain.reclaim_policy = Some("Retain".into());
+    Api::<StorageClass>::all(admin.clone())
+        .create(&PostParams::default(), &retain)
+        .await
+        .expect("retain class");
+    // Brownfield: a bucket with data that exists before any claim.
+    let s3 = env.s3_client();
+    s3.create_bucket()
+        .bucket("existing-data")
+        .send()
+        .await
+        .expect("bucket");
+    s3.put_object()
+        .bucket("existing-data")
+        .key("keep.txt")
+        .body(ByteStream::from_static(b"keep me"))
+        .send()
+        .await
+        .expect("put");
+    class(
+        &admin,
+        &env,
+        "deploy/example-brownfield-storageclass.yaml",
+        "s3-existing",
+        &[("bucketName", "existing-data")],
+    )
+    .await;
+
+    // The controller, as system:serviceaccount:obc-system:sample-provisioner.
+    let sa = env
+        .service_account_client("obc-system", "sample-provisioner")
+        .await
+        .expect("sa client");
+    let name = "objectbucket.io/sample-s3"; // deploy/example-storageclass.yaml's provisioner
+    let controller = RunningController::start_with(
+        sa.clone(),
+        ControllerBuilder::new(name, S3Provisioner::new(sa.clone())).leader_election(
+            lib_provisioner::leader::LeaderElection::new(
+                "obc-system",
+                "objectbucket.io-sample-s3",
+                "test",
+            ),
+        ),
+    );
+
+    env.ensure_namespace("apps").await.expect("ns");
+    let claims: Api<ObjectBucketClaim> = Api::namespaced(admin.clone(), "apps");
+    let mk = |class: &str, prefix: Option<&str>| ObjectBucketClaimSpec {
+        storage_class_name: class.into(),
+        generate_bucket_name: prefix.map(str::to_owned),
+        ..Default::default()
+    };
+    for (n, spec) in [
+        ("del", mk("s3-delete", Some("del"))),
+        ("ret", mk("s3-retain", Some("ret"))),
+        ("brown", mk("s3-existing", None)),
+    ] {
+        claims
+            .create(&PostParams::default(), &ObjectBucketClaim::new(n, spec))
+            .await
+            .expect("claim");
+    }
+    for n in ["del", "ret", "brown"] {
+        let c = wait_phase(&admin, "apps", n, ClaimPhase::Bound, T)
+            .await
+            .unwrap_or_else(|e| panic!("{n}: {e:#}"));
+        assert!(c.spec.object_bucket_name.is_some(), "{n}: {}", message(&c));
+    }
+
+    // The claim's own Secret and ConfigMap are enough to use the bucket.
+    let secrets: Api<Secret> = Api::namespaced(admin.clone(), "apps");
+    let cms: Api<ConfigMap> = Api::namespaced(admin.clone(), "apps");
+    let use_bucket = |n: &'static str| {
+        let (secrets, cms) = (secrets.clone(), cms.clone());
+        async move {
+            let secret = secrets.get(n).await.expect("secret");
+            let cm = cms.get(n).await.expect("configmap");
+            let d = cm.data.expect("data");
+            let endpoint = format!("http://{}:{}", d["BUCKET_HOST"], d["BUCKET_PORT"]);
+            let client = s3_client_for(
+                &endpoint,
+                &data(&secret, "AWS_ACCESS_KEY_ID"),
+                &data(&secret, "AWS_SECRET_ACCESS_KEY"),
+            );
+            (client, d["BUCKET_NAME"].clone())
+        }
+    };
+    for n in ["del", "ret", "brown"] {
+        let (client, bucket) = use_bucket(n).await;
+        client
+            .put_object()
+            .bucket(&bucket)
+            .key("hello.txt")
+            .body(ByteStream::from_static(b"hello"))
+            .send()
+            .await
+            .expect("put");
+        let got = client
+            .get_object()
+            .bucket(&bucket)
+            .key("hello.txt")
+            .send()
+            .await
+            .expect("get");
+        assert_eq!(
+            got.body
+                .collect()
+                .await
+                .expect("body")
+                .into_bytes()
+                .as_ref(),
+            b"hello"
+        );
+    }
+    let obs: Api<ObjectBucket> = Api::all(admin.clone());
+    let bucket_of = |n: &str| {
+        let obs = obs.clone();
+        let n = n.to_owned();
+        async move {
+            obs.get(&format!("obc-apps-{n}"))
+                .await
+                .expect("OB")
+                .bucket_name()
+                .expect("name")
+                .to_owned()
+        }
+    };
+    let (del_bucket, ret_bucket) = (bucket_of("del").await, bucket_of("ret").await);
+    let exists = |b: String| {
+        let s3 = s3.clone();
+        async move { s3.head_bucket().bucket(b).send().await.is_ok() }
+    };
+
+    // Delete: the bucket (with data, forceDelete) is gone from the store.
+    claims
+        .delete("del", &DeleteParams::default())
+        .await
+        .expect("delete");
+    wait_gone(&claims, "del", T).await.expect("gone");
+    wait_for(T, "bucket deleted in S3", || {
+        let e = exists(del_bucket.clone());
+        async move { Ok((!e.await).then_some(())) }
+    })
+    .await
+    .expect("bucket deleted");
+    // Retain: the bucket and its data stay.
+    claims
+        .delete("ret", &DeleteParams::default())
+        .await
+        .expect("delete");
+    wait_gone(&claims, "ret", T).await.expect("gone");
+    let kept = s3
+        .get_object()
+        .bucket(&ret_bucket)
+        .key("hello.txt")
+        .send()
+        .await
+        .expect("data kept");
+    assert_eq!(
+        kept.body
+            .collect()
+            .await
+            .expect("body")
+            .into_bytes()
+            .as_ref(),
+        b"hello"
+    );
+    // Brownfield: deletion leaves the bucket and all its data.
+    claims
+        .delete("brown", &DeleteParams::default())
+        .await
+        .expect("delete");
+    wait_gone(&claims, "brown", T).await.expect("gone");
+    for key in ["keep.txt", "hello.txt"] {
+        s3.get_object()
+            .bucket("existing-data")
+            .key(key)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{key} lost: {e}"));
+    }
+    controller.stop().await.expect("controller stops");
+}
