@@ -43,7 +43,7 @@ use kube::{Api, Client};
 use tokio::sync::watch;
 use tracing::{error, info, warn};
 
-use crate::api::{ObjectBucket, ObjectBucketClaim, PROVISIONER_LABEL};
+use crate::api::{ClaimPhase, ObjectBucket, ObjectBucketClaim, PROVISIONER_LABEL};
 use crate::error::{Error, Result};
 use crate::leader::{Elector, LeaderElection};
 use crate::metrics::Metrics;
@@ -354,14 +354,18 @@ impl<P: Provisioner> ControllerBuilder<P> {
                     })
                 })
                 .watches_shared_stream(class_events, move |class: Arc<StorageClass>| {
-                    // A class appearing or changing can unblock waiting claims;
-                    // bound claims do not depend on it.
+                    // A class appearing or changing can unblock waiting claims
+                    // and blocked deletions (a fixed parameter); bound claims do
+                    // not depend on it.
                     let name = class.metadata.name.clone().unwrap_or_default();
                     claims_for_class
                         .state()
                         .into_iter()
                         .filter(|c| {
-                            c.spec.storage_class_name == name && c.spec.object_bucket_name.is_none()
+                            c.spec.storage_class_name == name
+                                && (c.metadata.deletion_timestamp.is_some()
+                                    || c.status.as_ref().and_then(|s| s.phase)
+                                        != Some(ClaimPhase::Bound))
                         })
                         .map(|c| ObjectRef::from_obj(c.as_ref()))
                         .collect::<Vec<_>>()

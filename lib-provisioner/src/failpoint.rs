@@ -12,16 +12,21 @@
 /// Every point the library defines, in the order a provision or delete
 /// reaches them.
 pub const POINTS: &[&str] = &[
+    // Provisioning.
     "after-claim-prepared",
     "after-bucket-created",
     "after-object-bucket-created",
     "after-secret-written",
     "after-config-map-written",
     "after-claim-bound",
+    "after-object-bucket-bound",
+    // Deletion.
     "after-bucket-deleted",
+    "after-object-bucket-finalizer-removed",
     "after-object-bucket-released",
     "after-secret-released",
     "after-config-map-released",
+    "after-claim-finalizer-removed",
 ];
 
 /// Aborts the process if `name` is armed.
@@ -29,6 +34,7 @@ pub const POINTS: &[&str] = &[
 pub fn hit(name: &str) {
     #[cfg(feature = "failpoints")]
     {
+        debug_assert!(POINTS.contains(&name), "failpoint {name} is not in POINTS");
         let armed = std::env::var("OBC_FAILPOINTS").unwrap_or_default();
         if armed.split(',').any(|p| p.trim() == name) {
             eprintln!("failpoint {name}: aborting");
@@ -37,4 +43,36 @@ pub fn hit(name: &str) {
     }
     #[cfg(not(feature = "failpoints"))]
     let _ = name;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::POINTS;
+    use std::collections::BTreeSet;
+
+    /// The names passed to `hit` in the reconcilers' source.
+    fn hit_names() -> BTreeSet<String> {
+        let sources = [
+            include_str!("reconcile/claim.rs"),
+            include_str!("reconcile/bucket.rs"),
+        ];
+        let call = ["failpoint::hit(", "\""].concat();
+        let mut names = BTreeSet::new();
+        for source in sources {
+            for (at, _) in source.match_indices(&call) {
+                let rest = &source[at + call.len()..];
+                if let Some(end) = rest.find('"') {
+                    names.insert(rest[..end].to_owned());
+                }
+            }
+        }
+        names
+    }
+
+    #[test]
+    fn points_list_matches_the_hit_calls() {
+        let listed: BTreeSet<String> = POINTS.iter().map(|p| (*p).to_owned()).collect();
+        assert_eq!(listed.len(), POINTS.len(), "a point is listed twice");
+        assert_eq!(listed, hit_names());
+    }
 }

@@ -71,6 +71,7 @@ pub(crate) async fn reconcile<P: Provisioner>(
     match ob.spec.reclaim_policy {
         ReclaimPolicy::Delete => {
             writes::release_object_bucket(&ctx.client, &ob).await?;
+            failpoint::hit("after-object-bucket-finalizer-removed");
             writes::delete_object_bucket(&ctx.client, &ob.name_any()).await?;
         }
         ReclaimPolicy::Retain => {

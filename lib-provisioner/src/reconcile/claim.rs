@@ -319,6 +319,7 @@ async fn execute<P: Provisioner>(step: Step, o: &mut Observed, ctx: &Context<P>)
             let ob = o.ob.as_ref().ok_or(Error::MissingField("ObjectBucket"))?;
             o.ob =
                 Some(writes::set_object_bucket_phase(&ctx.client, ob, BucketPhase::Bound).await?);
+            failpoint::hit("after-object-bucket-bound");
             Ok(Flow::Continue)
         }
         Step::MarkClaimBound => {
@@ -382,6 +383,7 @@ async fn execute<P: Provisioner>(step: Step, o: &mut Observed, ctx: &Context<P>)
         Step::DeleteObjectBucket => {
             let ob = o.ob.take().ok_or(Error::MissingField("ObjectBucket"))?;
             writes::release_object_bucket(&ctx.client, &ob).await?;
+            failpoint::hit("after-object-bucket-finalizer-removed");
             writes::delete_object_bucket(&ctx.client, &ob.name_any()).await?;
             failpoint::hit("after-object-bucket-released");
             Ok(Flow::Continue)
@@ -417,6 +419,7 @@ async fn execute<P: Provisioner>(step: Step, o: &mut Observed, ctx: &Context<P>)
         }
         Step::RemoveClaimFinalizer => {
             writes::remove_claim_finalizer(&ctx.client, &o.claim).await?;
+            failpoint::hit("after-claim-finalizer-removed");
             Ok(Flow::Stop(Action::await_change()))
         }
     }
