@@ -153,6 +153,26 @@ pub struct TeardownRequest {
     pub object_bucket: Option<ObjectBucket>,
 }
 
+impl TeardownRequest {
+    /// The request for an ObjectBucket, with its class's parameters.
+    pub(crate) fn for_object_bucket(
+        ob: &ObjectBucket,
+        parameters: BTreeMap<String, String>,
+    ) -> Self {
+        let r = ob.spec.claim_ref.clone().unwrap_or_default();
+        Self {
+            claim_namespace: r.namespace.unwrap_or_default(),
+            claim_name: r.name.unwrap_or_default(),
+            claim_uid: r.uid.unwrap_or_default(),
+            bucket_name: ob.bucket_name().unwrap_or_default().to_owned(),
+            storage_class_name: ob.spec.storage_class_name.clone(),
+            parameters,
+            additional_state: ob.spec.additional_state.clone().unwrap_or_default(),
+            object_bucket: Some(ob.clone()),
+        }
+    }
+}
+
 /// Access to a bucket: where it is and the credentials for it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BucketAccess {

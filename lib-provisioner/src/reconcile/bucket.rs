@@ -58,15 +58,8 @@ pub(crate) async fn reconcile<P: Provisioner>(
         origin == BucketOrigin::Greenfield && ob.spec.reclaim_policy == ReclaimPolicy::Delete;
     let request = teardown_request(&ob, &ctx);
     info!(object_bucket = %ob.name_any(), delete_bucket, "claim is gone; tearing down its ObjectBucket");
-    let result = if delete_bucket {
-        ctx.provisioner.delete(&request).await
-    } else {
-        ctx.provisioner.revoke(&request).await
-    };
-    result.map_err(|source| Error::Provisioner {
-        operation: if delete_bucket { "delete" } else { "revoke" },
-        source,
-    })?;
+    let (operation, result) = ctx.teardown(&request, delete_bucket).await;
+    result.map_err(|source| Error::Provisioner { operation, source })?;
     failpoint::hit("after-bucket-deleted");
     match ob.spec.reclaim_policy {
         ReclaimPolicy::Delete => {
@@ -131,15 +124,5 @@ fn teardown_request<P>(ob: &ObjectBucket, ctx: &Context<P>) -> TeardownRequest {
         .get(&ObjectRef::<StorageClass>::new(&ob.spec.storage_class_name))
         .and_then(|c| c.parameters.clone())
         .unwrap_or_default();
-    let r = ob.spec.claim_ref.clone().unwrap_or_default();
-    TeardownRequest {
-        claim_namespace: r.namespace.unwrap_or_default(),
-        claim_name: r.name.unwrap_or_default(),
-        claim_uid: r.uid.unwrap_or_default(),
-        bucket_name: ob.bucket_name().unwrap_or_default().to_owned(),
-        storage_class_name: ob.spec.storage_class_name.clone(),
-        parameters,
-        additional_state: ob.spec.additional_state.clone().unwrap_or_default(),
-        object_bucket: Some(ob.clone()),
-    }
+    TeardownRequest::for_object_bucket(ob, parameters)
 }

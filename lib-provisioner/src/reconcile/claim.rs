@@ -201,11 +201,12 @@ async fn execute<P: Provisioner>(step: Step, o: &mut Observed, ctx: &Context<P>)
             let (operation, result) = match origin {
                 BucketOrigin::Greenfield => (
                     "provision",
-                    timed(ctx, "provision", ctx.provisioner.provision(&request)).await,
+                    ctx.timed("provision", ctx.provisioner.provision(&request))
+                        .await,
                 ),
                 BucketOrigin::Brownfield => (
                     "grant",
-                    timed(ctx, "grant", ctx.provisioner.grant(&request)).await,
+                    ctx.timed("grant", ctx.provisioner.grant(&request)).await,
                 ),
             };
             match result {
@@ -339,17 +340,7 @@ async fn execute<P: Provisioner>(step: Step, o: &mut Observed, ctx: &Context<P>)
         }
         Step::Teardown { delete_bucket } => {
             let request = teardown_request(o);
-            let (operation, result) = if delete_bucket {
-                (
-                    "delete",
-                    timed(ctx, "delete", ctx.provisioner.delete(&request)).await,
-                )
-            } else {
-                (
-                    "revoke",
-                    timed(ctx, "revoke", ctx.provisioner.revoke(&request)).await,
-                )
-            };
+            let (operation, result) = ctx.teardown(&request, delete_bucket).await;
             if let Err(source) = result {
                 return Err(provisioner_failed(o, ctx, operation, source).await);
             }
@@ -425,18 +416,6 @@ async fn execute<P: Provisioner>(step: Step, o: &mut Observed, ctx: &Context<P>)
     }
 }
 
-async fn timed<T>(
-    ctx: &Context<impl Provisioner>,
-    operation: &'static str,
-    call: impl Future<Output = Result<T, ProvisionError>>,
-) -> Result<T, ProvisionError> {
-    let started = Instant::now();
-    let result = call.await;
-    ctx.metrics
-        .operation(operation, started.elapsed(), result.is_ok());
-    result
-}
-
 /// Builds the teardown request from the ObjectBucket, or, when provisioning
 /// died before the ObjectBucket existed, from the claim.
 fn teardown_request(o: &Observed) -> TeardownRequest {
@@ -444,13 +423,14 @@ fn teardown_request(o: &Observed) -> TeardownRequest {
         ClassState::Ours(class) => class.parameters.clone().unwrap_or_default(),
         _ => Default::default(),
     };
-    let ob =
-        o.ob.clone()
-            .filter(|ob| plan::claim_ref_matches(ob, &o.claim));
-    let bucket_name = ob
-        .as_ref()
-        .and_then(|ob| ob.bucket_name().map(str::to_owned))
-        .or_else(|| plan::fixed_bucket_name(&o.claim).map(str::to_owned))
+    if let Some(ob) =
+        o.ob.as_ref()
+            .filter(|ob| plan::claim_ref_matches(ob, &o.claim))
+    {
+        return TeardownRequest::for_object_bucket(ob, parameters);
+    }
+    let bucket_name = plan::fixed_bucket_name(&o.claim)
+        .map(str::to_owned)
         .or_else(|| {
             parameters
                 .get(crate::api::BROWNFIELD_BUCKET_PARAMETER)
@@ -463,12 +443,9 @@ fn teardown_request(o: &Observed) -> TeardownRequest {
         claim_uid: o.claim.metadata.uid.clone().unwrap_or_default(),
         bucket_name,
         storage_class_name: o.claim.spec.storage_class_name.clone(),
-        additional_state: ob
-            .as_ref()
-            .and_then(|ob| ob.spec.additional_state.clone())
-            .unwrap_or_default(),
+        additional_state: Default::default(),
         parameters,
-        object_bucket: ob,
+        object_bucket: None,
     }
 }
 

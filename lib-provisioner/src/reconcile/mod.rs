@@ -73,6 +73,38 @@ impl<P> Context<P> {
 }
 
 impl<P: Provisioner> Context<P> {
+    /// Runs a provisioner call, recording its duration and result.
+    pub(crate) async fn timed<T>(
+        &self,
+        operation: &'static str,
+        call: impl Future<Output = Result<T, ProvisionError>>,
+    ) -> Result<T, ProvisionError> {
+        let started = std::time::Instant::now();
+        let result = call.await;
+        self.metrics
+            .operation(operation, started.elapsed(), result.is_ok());
+        result
+    }
+
+    /// Calls Delete (`delete_bucket`) or Revoke; returns the operation's name.
+    pub(crate) async fn teardown(
+        &self,
+        request: &crate::provisioner::TeardownRequest,
+        delete_bucket: bool,
+    ) -> (&'static str, Result<(), ProvisionError>) {
+        if delete_bucket {
+            (
+                "delete",
+                self.timed("delete", self.provisioner.delete(request)).await,
+            )
+        } else {
+            (
+                "revoke",
+                self.timed("revoke", self.provisioner.revoke(request)).await,
+            )
+        }
+    }
+
     /// Publishes an Event on the claim. Failing to publish never fails the
     /// reconcile: the status carries the same message.
     pub(crate) async fn event(
