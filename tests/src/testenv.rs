@@ -60,6 +60,8 @@ pub const SERVICE_ACCOUNT_ISSUER: &str = "https://kubernetes.default.svc.cluster
 pub const ADMIN_USER: &str = "admin";
 /// Region the S3 client is configured with.
 pub const S3_REGION: &str = "us-east-1";
+/// File name of the apiserver's audit log in [`TestEnv::dir`].
+pub const AUDIT_LOG: &str = "audit.log";
 
 const FIELD_MANAGER: &str = "obc-testenv";
 const POLL_INTERVAL: Duration = Duration::from_millis(50);
@@ -796,6 +798,12 @@ impl TestEnv {
         &self.timings
     }
 
+    /// The apiserver's audit log (JSON lines): every request made by a
+    /// ServiceAccount, at level Metadata.
+    pub fn audit_log_path(&self) -> PathBuf {
+        self.dir().join(AUDIT_LOG)
+    }
+
     /// The temporary directory holding logs (`etcd.log`, `kube-apiserver.log`,
     /// `s3s-fs.log`), certificates, kubeconfigs and data.
     pub fn dir(&self) -> &Path {
@@ -1255,6 +1263,13 @@ async fn start_apiserver(
     )?;
     let cert_dir = root.join("apiserver-cert-dir");
     fs::create_dir_all(&cert_dir)?;
+    // Audit what ServiceAccounts do (not the admin's setup, not the apiserver's
+    // own loops), so tests can compare the RBAC a controller is granted with
+    // what it really uses.
+    write_private(
+        &file("audit-policy.yaml"),
+        b"apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n- level: Metadata\n  userGroups: [\"system:serviceaccounts\"]\n- level: None\n",
+    )?;
 
     with_port_retries("kube-apiserver", || async {
         let port = free_port()?;
@@ -1273,6 +1288,9 @@ async fn start_apiserver(
             format!("--api-audiences={SERVICE_ACCOUNT_ISSUER}").into(),
             path_arg("token-auth-file", &file("tokens.csv")),
             "--authorization-mode=RBAC".into(),
+            path_arg("audit-policy-file", &file("audit-policy.yaml")),
+            path_arg("audit-log-path", &root.join(AUDIT_LOG)),
+            "--audit-log-format=json".into(),
             "--service-cluster-ip-range=10.0.0.0/24".into(),
             "--enable-priority-and-fairness=false".into(),
             "--profiling=false".into(),
