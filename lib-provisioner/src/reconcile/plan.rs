@@ -365,6 +365,11 @@ fn next_deletion_step(o: &Observed) -> Step {
         // bucket outlives its claim. The provisioner only deletes what it
         // created for this claim. A claim that was bound had an ObjectBucket;
         // if that is gone, its teardown already ran.
+        //
+        // Reclaim policy Retain keeps the bucket of a claim that was bound.
+        // This one never was, and nothing would record a kept bucket (there is
+        // no ObjectBucket), so a greenfield bucket is deleted under either
+        // policy rather than orphaned.
         if let ClassState::Ours(class) = &o.class {
             let origin = if brownfield_bucket(class).is_some() {
                 BucketOrigin::Brownfield
@@ -373,10 +378,9 @@ fn next_deletion_step(o: &Observed) -> Step {
             };
             let named = origin == BucketOrigin::Brownfield || fixed_bucket_name(&o.claim).is_some();
             if named {
-                let delete_bucket = origin == BucketOrigin::Greenfield
-                    && ReclaimPolicy::from_class(class.reclaim_policy.as_deref())
-                        == Ok(ReclaimPolicy::Delete);
-                return Step::Teardown { delete_bucket };
+                return Step::Teardown {
+                    delete_bucket: origin == BucketOrigin::Greenfield,
+                };
             }
         }
     }

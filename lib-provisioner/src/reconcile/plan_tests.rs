@@ -585,3 +585,29 @@ fn takeover_with_an_unknown_class_does_not_guess_the_origin() {
     }
     assert_eq!(next_step(&o), Step::AdoptObjectBucket { origin: None });
 }
+
+#[test]
+fn a_retain_claim_deleted_before_its_object_bucket_does_not_orphan_its_bucket() {
+    let mut c = generated_claim();
+    prepare(&mut c, Some("photos-abcd1234"));
+    let o = deleting(observed(c, class(&[], Some("Retain"))));
+    assert_eq!(
+        next_step(&o),
+        Step::Teardown {
+            delete_bucket: true
+        }
+    );
+    // Brownfield buckets are never deleted.
+    let mut c = generated_claim();
+    prepare(&mut c, None);
+    let o = deleting(observed(
+        c,
+        class(&[("bucketName", "shared")], Some("Retain")),
+    ));
+    assert_eq!(
+        next_step(&o),
+        Step::Teardown {
+            delete_bucket: false
+        }
+    );
+}
