@@ -2,6 +2,7 @@
 //! with etcd, a real kube-apiserver and an S3 server ([`testenv::TestEnv`]).
 
 pub mod recording;
+pub mod reliability;
 pub mod testenv;
 
 pub use testenv::{TestEnv, wait_for};

@@ -341,8 +341,30 @@ async fn execute<P: Provisioner>(step: Step, o: &mut Observed, ctx: &Context<P>)
         Step::Teardown { delete_bucket } => {
             let request = teardown_request(o);
             let (operation, result) = ctx.teardown(&request, delete_bucket).await;
-            if let Err(source) = result {
-                return Err(provisioner_failed(o, ctx, operation, source).await);
+            match result {
+                Ok(()) => {}
+                // A claim that never got an ObjectBucket, and whose class the
+                // provisioner rejects outright, most likely never got a bucket
+                // either (provisioning fails on the same parameters). Holding
+                // its deletion forever would wedge it; let it go, and say so.
+                Err(source @ ProvisionError::Permanent { .. })
+                    if request.object_bucket.is_none() =>
+                {
+                    ctx.event(
+                        &o.claim,
+                        EventType::Warning,
+                        "TeardownSkipped",
+                        "Delete",
+                        format!(
+                            "{operation} of bucket {:?} failed permanently ({source}); the claim was never bound, so it is released anyway: check the store for a bucket of that name",
+                            request.bucket_name
+                        ),
+                    )
+                    .await;
+                    o.torn_down = true;
+                    return Ok(Flow::Continue);
+                }
+                Err(source) => return Err(provisioner_failed(o, ctx, operation, source).await),
             }
             o.torn_down = true;
             failpoint::hit("after-bucket-deleted");

@@ -1,0 +1,338 @@
+//! The controller process of the benchmark (`cargo run --release -p obc-tests
+//! --bin bench`, see docs/performance.md): the library's `ControllerBuilder`
+//! with a provisioner that does nothing but answer, so the figures measure the
+//! library and the apiserver, not an object store.
+//!
+//! ```text
+//! KUBECONFIG=... bench-controller --metrics-addr 127.0.0.1:9090 [--concurrency 4] [--provisioner NAME]
+//! ```
+//!
+//! It is a process of its own so that its memory can be read from
+//! `/proc/<pid>/status`. Provisioner calls are counted by the library's
+//! `obc_provisioner_operations_total` on `/metrics`, and logged again at exit.
+//!
+//! `--caches-only [--strip-managed-fields]` runs no controller: only watches
+//! and caches shaped like the library's (claims and ObjectBuckets in full,
+//! StorageClasses, Secret and ConfigMap metadata with the provisioner label, a
+//! metadata-only claim watch), optionally without `managedFields`, and serves
+//! `/readyz` once they have listed. The benchmark uses it to tell how much of
+//! the controller's memory per claim the caches are, and what dropping
+//! managedFields from them would save.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use anyhow::{Context, Result, bail};
+use async_trait::async_trait;
+use lib_provisioner::{
+    BucketAccess, BucketRequest, ControllerBuilder, Credentials, ProvisionError, Provisioner,
+    TeardownRequest,
+};
+
+/// The provisioner name the benchmark's StorageClass names.
+const DEFAULT_PROVISIONER: &str = "bench.objectbucket.io/noop";
+
+/// Answers every call at once; counts them.
+#[derive(Default)]
+struct Noop {
+    provision: AtomicU64,
+    grant: AtomicU64,
+    delete: AtomicU64,
+    revoke: AtomicU64,
+}
+
+impl Noop {
+    fn access(req: &BucketRequest) -> BucketAccess {
+        BucketAccess::new(
+            "s3.bench.invalid",
+            443,
+            Credentials::new(
+                format!("AK{}", req.claim_uid.replace('-', "")),
+                format!("SK{}", req.claim_uid),
+            ),
+        )
+        .with_region("bench-1")
+    }
+}
+
+#[async_trait]
+impl Provisioner for Noop {
+    async fn provision(&self, req: &BucketRequest) -> Result<BucketAccess, ProvisionError> {
+        self.provision.fetch_add(1, Ordering::Relaxed);
+        Ok(Self::access(req))
+    }
+
+    async fn grant(&self, req: &BucketRequest) -> Result<BucketAccess, ProvisionError> {
+        self.grant.fetch_add(1, Ordering::Relaxed);
+        Ok(Self::access(req))
+    }
+
+    async fn delete(&self, _: &TeardownRequest) -> Result<(), ProvisionError> {
+        self.delete.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    async fn revoke(&self, _: &TeardownRequest) -> Result<(), ProvisionError> {
+        self.revoke.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+/// `Arc<Noop>` as the provisioner, so `main` can read the counts at exit.
+struct Shared(Arc<Noop>);
+
+#[async_trait]
+impl Provisioner for Shared {
+    async fn provision(&self, req: &BucketRequest) -> Result<BucketAccess, ProvisionError> {
+        self.0.provision(req).await
+    }
+    async fn grant(&self, req: &BucketRequest) -> Result<BucketAccess, ProvisionError> {
+        self.0.grant(req).await
+    }
+    async fn delete(&self, req: &TeardownRequest) -> Result<(), ProvisionError> {
+        self.0.delete(req).await
+    }
+    async fn revoke(&self, req: &TeardownRequest) -> Result<(), ProvisionError> {
+        self.0.revoke(req).await
+    }
+}
+
+struct Args {
+    metrics_addr: SocketAddr,
+    concurrency: u16,
+    provisioner: String,
+    caches_only: bool,
+    strip_managed_fields: bool,
+}
+
+fn parse_args() -> Result<Args> {
+    let mut metrics_addr = None;
+    let mut concurrency = 4u16;
+    let mut provisioner = DEFAULT_PROVISIONER.to_owned();
+    let mut caches_only = false;
+    let mut strip_managed_fields = false;
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        let mut value = |flag: &str| args.next().with_context(|| format!("{flag} needs a value"));
+        match arg.as_str() {
+            "--metrics-addr" => {
+                metrics_addr = Some(
+                    value("--metrics-addr")?
+                        .parse()
+                        .context("--metrics-addr: not an address")?,
+                )
+            }
+            "--concurrency" => {
+                concurrency = value("--concurrency")?
+                    .parse()
+                    .context("--concurrency: not a number")?
+            }
+            "--provisioner" => provisioner = value("--provisioner")?,
+            "--caches-only" => caches_only = true,
+            "--strip-managed-fields" => strip_managed_fields = true,
+            "-h" | "--help" => {
+                println!(
+                    "KUBECONFIG=... bench-controller --metrics-addr ADDR [--concurrency N] [--provisioner NAME] [--caches-only [--strip-managed-fields]]"
+                );
+                std::process::exit(0);
+            }
+            other => bail!("unknown argument {other:?}"),
+        }
+    }
+    Ok(Args {
+        metrics_addr: metrics_addr.context("--metrics-addr is required")?,
+        concurrency,
+        provisioner,
+        caches_only,
+        strip_managed_fields,
+    })
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(false)
+        .init();
+
+    let args = parse_args()?;
+    let client = kube::Client::try_default()
+        .await
+        .context("building a client from KUBECONFIG")?;
+    if args.caches_only {
+        return caches_only(client, &args).await;
+    }
+    let noop = Arc::new(Noop::default());
+    tracing::info!(
+        concurrency = args.concurrency,
+        metrics = %args.metrics_addr,
+        provisioner = %args.provisioner,
+        "bench-controller starting"
+    );
+    let result = ControllerBuilder::new(args.provisioner, Shared(noop.clone()))
+        .concurrency(args.concurrency)
+        .serve_on(args.metrics_addr)
+        .run(client, shutdown_signal())
+        .await;
+    tracing::info!(
+        provision = noop.provision.load(Ordering::Relaxed),
+        grant = noop.grant.load(Ordering::Relaxed),
+        delete = noop.delete.load(Ordering::Relaxed),
+        revoke = noop.revoke.load(Ordering::Relaxed),
+        "bench-controller stopped; provisioner calls"
+    );
+    result.context("controller failed")
+}
+
+/// Watches and caches shaped like the library's, and nothing else (see the
+/// module docs). Serves `/readyz` (200 once every cache has listed) and an
+/// empty `/metrics`.
+async fn caches_only(client: kube::Client, args: &Args) -> Result<()> {
+    use futures::StreamExt;
+    use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+    use k8s_openapi::api::storage::v1::StorageClass;
+    use kube::Api;
+    use kube::core::PartialObjectMeta;
+    use kube::runtime::reflector::{self, Store};
+    use kube::runtime::{WatchStreamExt, watcher};
+    use lib_provisioner::api::{ObjectBucket, ObjectBucketClaim, PROVISIONER_LABEL};
+    use std::sync::atomic::AtomicBool;
+
+    let strip = args.strip_managed_fields;
+    let wc = watcher::Config::default().any_semantic();
+    let label = lib_provisioner::names::provisioner_label_value(&args.provisioner);
+    let child_wc = wc.clone().labels(&format!("{PROVISIONER_LABEL}={label}"));
+
+    fn cached<K>(
+        api: Api<K>,
+        wc: watcher::Config,
+        strip: bool,
+    ) -> (Store<K>, futures::stream::BoxStream<'static, ()>)
+    where
+        K: kube::Resource<DynamicType = ()>
+            + Clone
+            + std::fmt::Debug
+            + serde::de::DeserializeOwned
+            + Send
+            + Sync
+            + 'static,
+    {
+        let (store, writer) = reflector::store();
+        let feed = reflector::reflector(
+            writer,
+            watcher(api, wc).modify(move |k: &mut K| {
+                if strip {
+                    k.meta_mut().managed_fields = None;
+                }
+            }),
+        )
+        .default_backoff()
+        .map(|_| ())
+        .boxed();
+        (store, feed)
+    }
+    let (claims, claim_feed) = cached(
+        Api::<ObjectBucketClaim>::all(client.clone()),
+        wc.clone(),
+        strip,
+    );
+    let (buckets, bucket_feed) =
+        cached(Api::<ObjectBucket>::all(client.clone()), wc.clone(), strip);
+    let (classes, class_feed) = cached(Api::<StorageClass>::all(client.clone()), wc.clone(), strip);
+    let (secrets, secret_feed) = cached(
+        Api::<PartialObjectMeta<Secret>>::all(client.clone()),
+        child_wc.clone(),
+        strip,
+    );
+    let (config_maps, config_map_feed) = cached(
+        Api::<PartialObjectMeta<ConfigMap>>::all(client.clone()),
+        child_wc,
+        strip,
+    );
+    let trigger = watcher(Api::<PartialObjectMeta<ObjectBucketClaim>>::all(client), wc)
+        .default_backoff()
+        .map(|_| ())
+        .boxed();
+    let feeds = futures::stream::select_all([
+        claim_feed,
+        bucket_feed,
+        class_feed,
+        secret_feed,
+        config_map_feed,
+        trigger,
+    ])
+    .for_each(|()| async {});
+
+    let ready = Arc::new(AtomicBool::new(false));
+    let listener = tokio::net::TcpListener::bind(args.metrics_addr)
+        .await
+        .with_context(|| format!("binding {}", args.metrics_addr))?;
+    let serving = {
+        let ready = ready.clone();
+        async move {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            loop {
+                let Ok((mut conn, _)) = listener.accept().await else {
+                    continue;
+                };
+                let ready = ready.load(Ordering::Relaxed);
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 1024];
+                    let n = conn.read(&mut buf).await.unwrap_or(0);
+                    let request = String::from_utf8_lossy(&buf[..n]);
+                    let status = if request.starts_with("GET /readyz") && !ready {
+                        "503 Service Unavailable"
+                    } else {
+                        "200 OK"
+                    };
+                    let response = format!(
+                        "HTTP/1.1 {status}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+                    );
+                    let _ = conn.write_all(response.as_bytes()).await;
+                });
+            }
+        }
+    };
+    let synced = async {
+        let _ = claims.wait_until_ready().await;
+        let _ = buckets.wait_until_ready().await;
+        let _ = classes.wait_until_ready().await;
+        let _ = secrets.wait_until_ready().await;
+        let _ = config_maps.wait_until_ready().await;
+        tracing::info!(
+            claims = claims.state().len(),
+            buckets = buckets.state().len(),
+            secrets = secrets.state().len(),
+            config_maps = config_maps.state().len(),
+            strip,
+            "caches are synced"
+        );
+        ready.store(true, Ordering::Relaxed);
+        futures::future::pending::<()>().await;
+    };
+    tokio::select! {
+        () = feeds => bail!("the watches ended"),
+        () = serving => Ok(()),
+        () = synced => Ok(()),
+        () = shutdown_signal() => Ok(()),
+    }
+}
