@@ -44,6 +44,12 @@ pub const GENERATED_NAME_ANNOTATION: &str = "objectbucket.io/generated-bucket-na
 /// Teardown reads it to choose Delete or Revoke even if the StorageClass has
 /// changed or is gone since.
 pub const BUCKET_ORIGIN_ANNOTATION: &str = "objectbucket.io/bucket-origin";
+
+/// Annotation on an ObjectBucket created before its bucket, as the durable
+/// record that a bucket may exist for the claim in its `claimRef`: if the
+/// claim vanishes mid-provisioning, the ObjectBucket reconciler still knows
+/// what to tear down. Removed when the provisioner's endpoint is recorded.
+pub const RESERVED_ANNOTATION: &str = "objectbucket.io/reserved";
 /// StorageClass parameter that makes a class brownfield: the named bucket
 /// exists and claims of the class only get access to it.
 pub const BROWNFIELD_BUCKET_PARAMETER: &str = "bucketName";

@@ -45,7 +45,7 @@ use tracing::{error, info, warn};
 
 use crate::api::{ClaimPhase, ObjectBucket, ObjectBucketClaim, PROVISIONER_LABEL};
 use crate::error::{Error, Result};
-use crate::leader::{Elector, LeaderElection};
+use crate::leader::{Elector, LeaderElection, Leadership};
 use crate::metrics::Metrics;
 use crate::names;
 use crate::provisioner::Provisioner;
@@ -168,7 +168,8 @@ impl<P: Provisioner> ControllerBuilder<P> {
             }
         }
 
-        let running = self.start(client, metrics, health.clone(), stop_rx);
+        let leadership = elector.as_ref().map(|e| e.leadership());
+        let running = self.start(client, metrics, health.clone(), stop_rx, leadership);
         let lost: BoxFuture<'static, Error> = match &elector {
             Some(e) => {
                 let e = e.clone();
@@ -199,6 +200,7 @@ impl<P: Provisioner> ControllerBuilder<P> {
         metrics: Arc<Metrics>,
         health: Arc<Health>,
         stop: watch::Receiver<bool>,
+        leadership: Option<Arc<Leadership>>,
     ) -> impl Future<Output = ()> + Send + 'static {
         let label = names::provisioner_label_value(&self.provisioner_name);
         let selector = format!("{PROVISIONER_LABEL}={label}");
@@ -216,6 +218,7 @@ impl<P: Provisioner> ControllerBuilder<P> {
             .collect();
         let class_feed = watcher(Api::<StorageClass>::all(client.clone()), wc.clone())
             .default_backoff()
+            .modify(strip_managed_fields)
             .reflect_shared(class_writer);
         let (buckets, bucket_writer) = reflector::store_shared::<ObjectBucket>(1024);
         let mut bucket_subscriptions: Vec<_> = (0..=scope_count)
@@ -223,6 +226,7 @@ impl<P: Provisioner> ControllerBuilder<P> {
             .collect();
         let bucket_feed = watcher(Api::<ObjectBucket>::all(client.clone()), wc.clone())
             .default_backoff()
+            .modify(strip_managed_fields)
             .reflect_shared(bucket_writer);
 
         // Per-namespace (or all-namespace) caches of claims and children.
@@ -238,6 +242,8 @@ impl<P: Provisioner> ControllerBuilder<P> {
             config_map_feed:
                 BoxStream<'static, Result<PartialObjectMeta<ConfigMap>, watcher::Error>>,
         }
+        let (claim_deletions_tx, claim_deletions) =
+            tokio::sync::mpsc::unbounded_channel::<ObjectRef<ObjectBucket>>();
         let mut scopes = Vec::new();
         let mut secret_stores = Vec::new();
         let mut config_map_stores = Vec::new();
@@ -253,11 +259,24 @@ impl<P: Provisioner> ControllerBuilder<P> {
                 }
             }
             let (claims, claim_writer) = reflector::store();
+            // The ObjectBucket reconciler learns of deleted claims from this
+            // same stream, after the claim cache has dropped them: a second
+            // watch could report a deletion the cache has not seen yet.
+            let deleted = claim_deletions_tx.clone();
             let claim_feed = reflector::reflector(
                 claim_writer,
-                watcher(api::<ObjectBucketClaim>(&client, &namespace), wc.clone()),
+                watcher(api::<ObjectBucketClaim>(&client, &namespace), wc.clone())
+                    .modify(strip_managed_fields),
             )
             .default_backoff()
+            .inspect(move |event| {
+                if let Ok(watcher::Event::Delete(claim)) = event
+                    && let (Some(ns), Some(name)) =
+                        (&claim.metadata.namespace, &claim.metadata.name)
+                {
+                    let _ = deleted.send(ObjectRef::new(&names::object_bucket_name(ns, name)));
+                }
+            })
             .touched_objects()
             .boxed();
             let (secrets, secret_writer) = reflector::store();
@@ -266,7 +285,8 @@ impl<P: Provisioner> ControllerBuilder<P> {
                 watcher(
                     api::<PartialObjectMeta<Secret>>(&client, &namespace),
                     child_wc.clone(),
-                ),
+                )
+                .modify(strip_managed_fields),
             )
             .default_backoff()
             .touched_objects()
@@ -277,7 +297,8 @@ impl<P: Provisioner> ControllerBuilder<P> {
                 watcher(
                     api::<PartialObjectMeta<ConfigMap>>(&client, &namespace),
                     child_wc.clone(),
-                ),
+                )
+                .modify(strip_managed_fields),
             )
             .default_backoff()
             .touched_objects()
@@ -294,9 +315,7 @@ impl<P: Provisioner> ControllerBuilder<P> {
         }
         let claim_stores: Vec<Store<ObjectBucketClaim>> =
             scopes.iter().map(|s| s.claims.clone()).collect();
-        let claim_namespaces: Vec<Option<String>> =
-            scopes.iter().map(|s| s.namespace.clone()).collect();
-        let claim_client = client.clone();
+        drop(claim_deletions_tx);
         metrics.watch_claims(claim_stores.clone());
 
         let reporter = Reporter {
@@ -320,6 +339,9 @@ impl<P: Provisioner> ControllerBuilder<P> {
             resync: self.resync,
             caches_synced: synced_rx,
             pruned_binds: Default::default(),
+            leadership,
+            superseded: Default::default(),
+            in_flight: Default::default(),
         });
 
         let stopped = |mut rx: watch::Receiver<bool>| async move {
@@ -380,25 +402,11 @@ impl<P: Provisioner> ControllerBuilder<P> {
             tasks.push(controller.boxed());
         }
         if let Some(bucket_events) = bucket_subscriptions.pop() {
-            let mut controller = Controller::for_shared_stream(bucket_events, buckets.clone())
-                .with_config(controller_config);
             // A claim that disappears leaves its ObjectBucket unchanged; only
-            // the claim's deletion event can tell the ObjectBucket reconciler
-            // to look (metadata only, and no cache: it is just a trigger).
-            for namespace in &claim_namespaces {
-                let api: Api<PartialObjectMeta<ObjectBucketClaim>> = match namespace {
-                    Some(ns) => Api::namespaced(claim_client.clone(), ns),
-                    None => Api::all(claim_client.clone()),
-                };
-                let trigger = watcher(api, wc.clone()).default_backoff().touched_objects();
-                controller = controller.watches_stream(
-                    trigger,
-                    |claim: PartialObjectMeta<ObjectBucketClaim>| {
-                        let (ns, name) = (claim.metadata.namespace?, claim.metadata.name?);
-                        Some(ObjectRef::new(&names::object_bucket_name(&ns, &name)))
-                    },
-                );
-            }
+            // the claim's deletion can tell the ObjectBucket reconciler to look.
+            let controller = Controller::for_shared_stream(bucket_events, buckets.clone())
+                .with_config(controller_config)
+                .reconcile_on(tokio_stream_of(claim_deletions));
             let controller = controller
                 .graceful_shutdown_on(stopped(stop.clone()))
                 .run(bucket::reconcile, reconcile::error_policy, ctx.clone())
@@ -446,6 +454,18 @@ impl<P: Provisioner> ControllerBuilder<P> {
             );
         }
     }
+}
+
+/// The caches never read managedFields, and they are most of each cached
+/// object's memory (server-side field tracking, decoded as JSON trees).
+fn strip_managed_fields<K: kube::Resource>(object: &mut K) {
+    object.meta_mut().managed_fields = None;
+}
+
+fn tokio_stream_of<T: Send + 'static>(
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<T>,
+) -> impl futures::Stream<Item = T> + Send + 'static {
+    futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
 }
 
 fn log_controller_error<R, Q>(what: &str, e: &kube::runtime::controller::Error<R, Q>)

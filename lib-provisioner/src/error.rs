@@ -22,6 +22,20 @@ pub enum Error {
         /// What the library was doing.
         action: &'static str,
     },
+    /// The claim was deleted while a pass worked on it (HTTP 404 on a claim
+    /// write). Nothing to do for the claim; the ObjectBucket reconciler
+    /// tears down whatever the pass created for it.
+    #[error("the claim was deleted while trying to {action}")]
+    ClaimGone {
+        /// What the library was doing.
+        action: &'static str,
+    },
+    /// This replica's leader lease ran out (it was paused, or could not
+    /// renew): it must not write until it leads again.
+    #[error(
+        "not acting: this replica's leader lease ran out {0:?} ago; the process stops so that the new leader acts alone"
+    )]
+    NotLeading(std::time::Duration),
     /// The provisioner failed; the claim's status and events carry the message.
     #[error("provisioner {operation} failed: {source}")]
     Provisioner {
@@ -70,11 +84,25 @@ impl Error {
         }
     }
 
+    /// Like [`Error::kube`], for writes to the claim itself: 404 means the
+    /// claim is gone ([`Error::ClaimGone`]).
+    pub(crate) fn claim(action: &'static str) -> impl FnOnce(kube::Error) -> Error {
+        move |source| {
+            if is_status(&source, 404) {
+                Error::ClaimGone { action }
+            } else {
+                Error::kube(action)(source)
+            }
+        }
+    }
+
     /// A short machine-friendly name, used as a metrics label.
     pub fn kind(&self) -> &'static str {
         match self {
             Self::Kube { .. } => "kube",
             Self::Conflict { .. } => "conflict",
+            Self::ClaimGone { .. } => "claim_gone",
+            Self::NotLeading(_) => "not_leading",
             Self::Provisioner { .. } => "provisioner",
             Self::InvalidClaim(_) => "invalid_claim",
             Self::Waiting(_) => "waiting",

@@ -14,8 +14,9 @@
 pub const POINTS: &[&str] = &[
     // Provisioning.
     "after-claim-prepared",
-    "after-bucket-created",
     "after-object-bucket-created",
+    "after-bucket-created",
+    "after-object-bucket-completed",
     "after-secret-written",
     "after-config-map-written",
     "after-claim-bound",

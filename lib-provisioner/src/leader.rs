@@ -7,6 +7,12 @@
 //! holder that cannot renew before its own lease would expire stops acting
 //! (the process exits), so the next leader never overlaps with it.
 //!
+//! A holder can also be paused (a stop-the-world pause, a VM stall, SIGSTOP)
+//! past its lease while a standby takes over. When it wakes, its queued
+//! reconciles would act before its renewal loop notices. So the time of the
+//! last renewal is kept on the monotonic clock ([`Leadership`]), and every
+//! step that writes or calls the provisioner checks it first.
+//!
 //! ```
 //! use std::time::Duration;
 //! use lib_provisioner::leader::LeaderElection;
@@ -15,6 +21,7 @@
 //! assert_eq!(election.renew_every, Duration::from_secs(5));
 //! ```
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -66,6 +73,49 @@ impl LeaderElection {
     }
 }
 
+/// Whether this replica may act: the start of its last successful lease
+/// renewal is recent enough, on the monotonic clock (which keeps running
+/// while the process is paused, unlike the process itself).
+#[derive(Debug)]
+pub(crate) struct Leadership {
+    base: Instant,
+    /// Milliseconds from `base` to the start of the last successful renewal.
+    renewed_ms: AtomicU64,
+    /// How long a renewal lets this replica act: less than the lease, so it
+    /// stops before any standby may take over, with room for clock skew.
+    valid_for: Duration,
+}
+
+impl Leadership {
+    fn new(cfg: &LeaderElection) -> Self {
+        Self {
+            base: Instant::now(),
+            renewed_ms: AtomicU64::new(0),
+            valid_for: cfg.lease_duration.saturating_sub(cfg.renew_every / 2),
+        }
+    }
+
+    fn renewed(&self, started: Instant) {
+        let ms = u64::try_from(started.duration_since(self.base).as_millis()).unwrap_or(u64::MAX);
+        self.renewed_ms.fetch_max(ms, Ordering::Relaxed);
+    }
+
+    fn age(&self) -> Duration {
+        let renewed = self.base + Duration::from_millis(self.renewed_ms.load(Ordering::Relaxed));
+        Instant::now().saturating_duration_since(renewed)
+    }
+
+    /// `Ok` while the last renewal is valid; [`Error::NotLeading`] once it
+    /// ran out.
+    pub(crate) fn check(&self) -> Result<()> {
+        let age = self.age();
+        if age >= self.valid_for {
+            return Err(Error::NotLeading(age - self.valid_for));
+        }
+        Ok(())
+    }
+}
+
 /// Outcome of one attempt to take or keep the Lease.
 #[derive(Debug, PartialEq, Eq)]
 enum Attempt {
@@ -76,14 +126,21 @@ enum Attempt {
 pub(crate) struct Elector {
     api: Api<Lease>,
     cfg: LeaderElection,
+    leadership: std::sync::Arc<Leadership>,
 }
 
 impl Elector {
     pub(crate) fn new(client: Client, cfg: LeaderElection) -> Self {
         Self {
             api: Api::namespaced(client, &cfg.namespace),
+            leadership: std::sync::Arc::new(Leadership::new(&cfg)),
             cfg,
         }
+    }
+
+    /// The clock the reconcilers check before they act.
+    pub(crate) fn leadership(&self) -> std::sync::Arc<Leadership> {
+        self.leadership.clone()
     }
 
     /// Waits until this replica holds the Lease.
@@ -109,11 +166,15 @@ impl Elector {
 
     /// Renews the Lease until it is lost; returns the reason.
     pub(crate) async fn hold(&self) -> Error {
-        let mut last_renewed = Instant::now();
         loop {
             sleep(self.cfg.renew_every).await;
+            if let Err(e) = self.leadership.check() {
+                // Paused past the lease: another replica may lead now, and
+                // renewing would not undo the overlap. Stop.
+                return Error::LostLease(format!("{} ({e})", self.cfg.lease_name));
+            }
             match self.try_hold().await {
-                Ok(Attempt::Held) => last_renewed = Instant::now(),
+                Ok(Attempt::Held) => {}
                 Ok(Attempt::HeldByOther(holder)) => {
                     return Error::LostLease(format!(
                         "{} (now held by {holder})",
@@ -124,7 +185,7 @@ impl Elector {
                     warn!(error = %e, "could not renew the leader lease");
                     // Stop before our lease can expire, so the next leader never
                     // overlaps with us.
-                    if last_renewed.elapsed() + self.cfg.renew_every >= self.cfg.lease_duration {
+                    if self.leadership.age() + self.cfg.renew_every >= self.cfg.lease_duration {
                         return Error::LostLease(format!(
                             "{} (renewal failed: {e})",
                             self.cfg.lease_name
@@ -153,7 +214,18 @@ impl Elector {
         }
     }
 
+    /// One attempt; a success is recorded in [`Leadership`] as of the
+    /// attempt's start (the renewTime it writes is no older).
     async fn try_hold(&self) -> Result<Attempt> {
+        let started = Instant::now();
+        let attempt = self.try_hold_once().await;
+        if let Ok(Attempt::Held) = attempt {
+            self.leadership.renewed(started);
+        }
+        attempt
+    }
+
+    async fn try_hold_once(&self) -> Result<Attempt> {
         let now = MicroTime(Timestamp::now());
         let duration_secs = i32::try_from(self.cfg.lease_duration.as_secs()).unwrap_or(i32::MAX);
         let Some(mut lease) = self
@@ -232,6 +304,25 @@ fn expired(spec: &LeaseSpec, now: Timestamp) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn leadership_runs_out_before_the_lease() {
+        let cfg =
+            LeaderElection::new("ns", "lease", "me").with_lease_duration(Duration::from_secs(6));
+        let leadership = Leadership::new(&cfg);
+        leadership.renewed(Instant::now());
+        assert!(leadership.check().is_ok());
+        tokio::time::advance(Duration::from_millis(4900)).await;
+        assert!(leadership.check().is_ok(), "valid for 6 s - 2 s / 2");
+        tokio::time::advance(Duration::from_millis(200)).await;
+        let err = leadership.check().expect_err("ran out");
+        assert!(
+            matches!(err, Error::NotLeading(d) if d == Duration::from_millis(100)),
+            "{err}"
+        );
+        leadership.renewed(Instant::now());
+        assert!(leadership.check().is_ok(), "a renewal restores it");
+    }
 
     #[test]
     fn leases_expire_after_their_duration() {

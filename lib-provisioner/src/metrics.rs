@@ -4,6 +4,7 @@
 //! |---|---|---|
 //! | `obc_reconciles_total` | counter | `result` (`ok`, or the error kind) |
 //! | `obc_reconcile_duration_seconds` | histogram | |
+//! | `obc_conflicts_total` | counter | (409s a pass absorbed by re-reading the claim) |
 //! | `obc_provisioner_operations_total` | counter | `operation`, `result` |
 //! | `obc_provisioner_operation_duration_seconds` | histogram | `operation` |
 //! | `obc_claims` | gauge | `phase` (from the claim cache at scrape time) |
@@ -37,6 +38,7 @@ pub struct Metrics {
     claims: Arc<RwLock<Vec<Store<ObjectBucketClaim>>>>,
     reconciles: Family<Labels, Counter>,
     reconcile_duration: Histogram,
+    conflicts: Counter,
     operations: Family<Labels, Counter>,
     operation_duration: Family<Labels, Histogram>,
 }
@@ -65,6 +67,7 @@ impl Metrics {
         let mut registry = Registry::default();
         let reconciles = Family::<Labels, Counter>::default();
         let reconcile_duration = duration_histogram();
+        let conflicts = Counter::default();
         let operations = Family::<Labels, Counter>::default();
         let operation_duration = Family::<Labels, Histogram>::new_with_constructor(
             duration_histogram as fn() -> Histogram,
@@ -78,6 +81,11 @@ impl Metrics {
             "obc_reconcile_duration_seconds",
             "Time a claim reconcile took",
             reconcile_duration.clone(),
+        );
+        registry.register(
+            "obc_conflicts",
+            "Conflicts (HTTP 409) a claim pass absorbed by re-reading the claim",
+            conflicts.clone(),
         );
         registry.register(
             "obc_provisioner_operations",
@@ -97,6 +105,7 @@ impl Metrics {
             registry,
             reconciles,
             reconcile_duration,
+            conflicts,
             operations,
             operation_duration,
         }
@@ -113,6 +122,10 @@ impl Metrics {
             .get_or_create(&vec![("result", result.to_owned())])
             .inc();
         self.reconcile_duration.observe(took.as_secs_f64());
+    }
+
+    pub(crate) fn conflict(&self) {
+        self.conflicts.inc();
     }
 
     pub(crate) fn operation(&self, operation: &'static str, took: Duration, ok: bool) {

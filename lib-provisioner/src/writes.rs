@@ -4,6 +4,7 @@
 //! reason to read and adopt, deletes treat "not found" as done, and metadata
 //! patches carry the `resourceVersion` they were computed from, so a
 //! concurrent writer causes a 409 (re-read and retry), never a lost update.
+//! Claim writes answered 404 return [`Error::ClaimGone`].
 
 use std::collections::BTreeMap;
 
@@ -17,8 +18,8 @@ use serde_json::json;
 use crate::api::{
     BUCKET_ORIGIN_ANNOTATION, BucketOrigin, BucketPhase, Endpoint, FINALIZER,
     GENERATED_NAME_ANNOTATION, ObjectBucket, ObjectBucketClaim, ObjectBucketClaimStatus,
-    ObjectBucketSpec, ObjectBucketStatus, PROVISIONER_LABEL, ReclaimPolicy, config_map_keys,
-    secret_keys,
+    ObjectBucketSpec, ObjectBucketStatus, PROVISIONER_LABEL, RESERVED_ANNOTATION, ReclaimPolicy,
+    config_map_keys, secret_keys,
 };
 use crate::error::{Error, Result, is_status};
 use crate::provisioner::{BucketAccess, Credentials};
@@ -104,7 +105,7 @@ pub(crate) async fn prepare_claim(
     claim_api(client, claim)?
         .patch(&claim.name_any(), &params(), &Patch::Merge(patch))
         .await
-        .map_err(Error::kube("add the finalizer to the claim"))
+        .map_err(Error::claim("add the finalizer to the claim"))
 }
 
 /// Records `spec.objectBucketName`.
@@ -120,7 +121,7 @@ pub(crate) async fn bind_claim(
     claim_api(client, claim)?
         .patch(&claim.name_any(), &params(), &Patch::Merge(patch))
         .await
-        .map_err(Error::kube("record spec.objectBucketName on the claim"))
+        .map_err(Error::claim("record spec.objectBucketName on the claim"))
 }
 
 /// Writes the claim's status through the status subresource; falls back to
@@ -136,8 +137,8 @@ pub(crate) async fn write_claim_status(
         Err(e) if is_status(&e, 404) => api
             .patch(&claim.name_any(), &params(), &patch)
             .await
-            .map_err(Error::kube("write the claim's status")),
-        other => other.map_err(Error::kube("write the claim's status")),
+            .map_err(Error::claim("write the claim's status")),
+        other => other.map_err(Error::claim("write the claim's status")),
     }
 }
 
@@ -169,7 +170,9 @@ pub(crate) struct NewObjectBucket<'a> {
     pub bucket_name: &'a str,
     pub origin: BucketOrigin,
     pub reclaim_policy: ReclaimPolicy,
-    pub access: &'a BucketAccess,
+    /// The provisioner's answer; `None` creates the ObjectBucket reserved:
+    /// bound to its claim and naming its bucket, without an endpoint yet.
+    pub access: Option<&'a BucketAccess>,
     pub label: &'a str,
 }
 
@@ -188,9 +191,9 @@ pub(crate) async fn create_object_bucket(
             claim_ref: Some(claim_ref(new.claim)),
             endpoint: Some(Endpoint {
                 bucket_name: new.bucket_name.to_owned(),
-                ..new.access.endpoint.clone()
+                ..new.access.map(|a| a.endpoint.clone()).unwrap_or_default()
             }),
-            additional_state: Some(new.access.additional_state.clone()),
+            additional_state: new.access.map(|a| a.additional_state.clone()),
             authentication: None,
         },
     );
@@ -199,10 +202,14 @@ pub(crate) async fn create_object_bucket(
         PROVISIONER_LABEL.to_owned(),
         new.label.to_owned(),
     )]));
-    ob.metadata.annotations = Some(BTreeMap::from([(
+    let mut annotations = BTreeMap::from([(
         BUCKET_ORIGIN_ANNOTATION.to_owned(),
         new.origin.as_str().to_owned(),
-    )]));
+    )]);
+    if new.access.is_none() {
+        annotations.insert(RESERVED_ANNOTATION.to_owned(), "true".to_owned());
+    }
+    ob.metadata.annotations = Some(annotations);
     match api.create(&post_params(), &ob).await {
         Err(e) if is_status(&e, 409) => api
             .get(new.name)
@@ -210,6 +217,27 @@ pub(crate) async fn create_object_bucket(
             .map_err(Error::kube("read the existing ObjectBucket")),
         other => other.map_err(Error::kube("create the ObjectBucket")),
     }
+}
+
+/// Records the provisioner's endpoint and state on a reserved ObjectBucket
+/// and lifts the reservation, in one patch.
+pub(crate) async fn complete_object_bucket(
+    client: &Client,
+    ob: &ObjectBucket,
+    access: &BucketAccess,
+) -> Result<ObjectBucket> {
+    let endpoint = Endpoint {
+        bucket_name: ob.bucket_name().unwrap_or_default().to_owned(),
+        ..access.endpoint.clone()
+    };
+    let patch = json!({
+        "metadata": { "annotations": { RESERVED_ANNOTATION: null } },
+        "spec": { "endpoint": endpoint, "additionalState": access.additional_state },
+    });
+    Api::<ObjectBucket>::all(client.clone())
+        .patch(&ob.name_any(), &params(), &Patch::Merge(patch))
+        .await
+        .map_err(Error::kube("record the endpoint on the ObjectBucket"))
 }
 
 fn claim_ref(claim: &ObjectBucketClaim) -> ObjectReference {

@@ -120,6 +120,15 @@ impl StoreFailure {
             )
     }
 
+    /// Whether the store refused the credentials themselves (rather than
+    /// the action): a wrong key, a bad signature, an expired token.
+    pub fn is_bad_credentials(&self) -> bool {
+        matches!(
+            self.code(),
+            Some("InvalidAccessKeyId" | "SignatureDoesNotMatch" | "InvalidToken" | "ExpiredToken")
+        )
+    }
+
     /// Whether retrying the same call later can succeed.
     pub fn is_retryable(&self) -> bool {
         match &self.kind {
@@ -292,6 +301,14 @@ mod tests {
         assert!(service(404, Some("NoSuchBucket")).is_no_such_bucket());
         assert!(service(400, Some("NoSuchKey")).is_not_found());
         assert!(!service(403, None).is_not_found());
+    }
+
+    #[test]
+    fn bad_credentials_are_told_from_a_refused_action() {
+        assert!(service(403, Some("SignatureDoesNotMatch")).is_bad_credentials());
+        assert!(service(403, Some("InvalidAccessKeyId")).is_bad_credentials());
+        assert!(!service(403, Some("AccessDenied")).is_bad_credentials());
+        assert!(!service(403, None).is_bad_credentials());
     }
 
     #[test]

@@ -47,6 +47,16 @@ struct Cli {
     )]
     namespaces: Vec<String>,
 
+    /// Bucket the provisioner keeps its own bookkeeping in (the intents that make an interrupted bucket creation resumable), one on each object store, created there on first use. No claim is ever given a bucket of this name.
+    #[arg(
+        long,
+        env = "OBC_STATE_BUCKET",
+        default_value = sample_provisioner::store::DEFAULT_STATE_BUCKET,
+        value_name = "BUCKET",
+        value_parser = state_bucket_name
+    )]
+    state_bucket: String,
+
     /// Claims reconciled at once (0: no limit).
     #[arg(long, env = "OBC_CONCURRENCY", default_value_t = 4)]
     concurrency: u16,
@@ -154,6 +164,13 @@ impl Cli {
     }
 }
 
+/// Checks `--state-bucket` against the S3 bucket naming rules.
+fn state_bucket_name(raw: &str) -> Result<String, String> {
+    let name = raw.trim();
+    names::validate_bucket_name(name)?;
+    Ok(name.to_owned())
+}
+
 fn random_identity() -> String {
     use rand::Rng;
     use rand::distr::Alphanumeric;
@@ -215,6 +232,7 @@ async fn run(cli: Cli) -> Result<(), String> {
         provisioner = %cli.provisioner_name,
         namespaces = if namespaces.is_empty() { "all".to_owned() } else { namespaces.join(",") },
         concurrency = cli.concurrency,
+        state_bucket = %cli.state_bucket,
         leader_elect = cli.leader_elect,
         metrics = %if cli.no_metrics { "off".to_owned() } else { cli.metrics_addr.to_string() },
         version = env!("CARGO_PKG_VERSION"),
@@ -223,7 +241,7 @@ async fn run(cli: Cli) -> Result<(), String> {
 
     let mut builder = ControllerBuilder::new(
         cli.provisioner_name.clone(),
-        S3Provisioner::new(client.clone()),
+        S3Provisioner::new(client.clone()).with_state_bucket(cli.state_bucket.clone()),
     )
     .namespaces(namespaces)
     .concurrency(cli.concurrency);
@@ -326,6 +344,20 @@ mod tests {
         assert!(!cli.no_metrics);
         assert_eq!(cli.metrics_addr.to_string(), "0.0.0.0:8080");
         assert!(!cli.identity().is_empty());
+    }
+
+    #[test]
+    fn state_bucket_is_a_checked_bucket_name() {
+        let cli = parse(&["--state-bucket", "my-obc-state"]);
+        assert_eq!(cli.state_bucket, "my-obc-state");
+        assert_eq!(
+            state_bucket_name(sample_provisioner::store::DEFAULT_STATE_BUCKET).as_deref(),
+            Ok("obc-provisioner-state")
+        );
+        for bad in ["", "ab", "Upper-Case", "under_score", "-dash-first"] {
+            let argv = ["sample-provisioner", "--state-bucket", bad];
+            assert!(Cli::try_parse_from(argv).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

@@ -21,7 +21,7 @@ use crate::credentials::{
     CREDENTIALS_MODE_KEY, CredentialIssuer, CredentialRequest, SharedAdminCredentials, StoreAdmin,
 };
 use crate::params::{ClassParams, SecretRef};
-use crate::store::{Creation, Deletion, Owner, Store};
+use crate::store::{Creation, DEFAULT_STATE_BUCKET, Deletion, Owner, Store, reserved};
 
 /// Clients kept for reuse; past this many (rotated credentials, many
 /// classes) the cache starts over.
@@ -32,6 +32,8 @@ pub struct S3Provisioner {
     kube: Client,
     issuer: Arc<dyn CredentialIssuer>,
     clients: Mutex<HashMap<ClientKey, Store>>,
+    /// Name of the bucket, on each store, holding creation intents.
+    state_bucket: String,
 }
 
 /// What an S3 client is built from. Holds a secret: no `Debug`.
@@ -63,7 +65,21 @@ impl S3Provisioner {
             kube,
             issuer,
             clients: Mutex::new(HashMap::new()),
+            state_bucket: DEFAULT_STATE_BUCKET.to_owned(),
         }
+    }
+
+    /// Keeps the provisioner's creation intents in bucket `name` on each
+    /// store (default [`DEFAULT_STATE_BUCKET`]; see `crate::store`). No
+    /// claim is ever given a bucket of that name.
+    pub fn with_state_bucket(mut self, name: impl Into<String>) -> Self {
+        self.state_bucket = name.into();
+        self
+    }
+
+    /// The state bucket's name.
+    pub fn state_bucket(&self) -> &str {
+        &self.state_bucket
     }
 
     async fn resolve(
@@ -120,7 +136,8 @@ impl S3Provisioner {
         if clients.len() >= MAX_CACHED_CLIENTS {
             clients.clear();
         }
-        let store = Store::new(&params.endpoint, &params.region, credentials);
+        let store = Store::new(&params.endpoint, &params.region, credentials)
+            .with_state_bucket(&self.state_bucket);
         clients.insert(key, store.clone());
         store
     }
@@ -148,18 +165,25 @@ impl S3Provisioner {
         Ok(access)
     }
 
-    /// Whether the library generated `req.bucket_name` for this claim (the
-    /// claim's annotation records it before the bucket is created). Such a
-    /// name has a random suffix: an empty unmarked bucket of that name can
-    /// only be left by an interrupted attempt of this claim.
-    async fn name_generated_for(&self, req: &BucketRequest) -> Result<bool, ProvisionError> {
-        let api: Api<ObjectBucketClaim> = Api::namespaced(self.kube.clone(), &req.claim_namespace);
-        match api.get_opt(&req.claim_name).await {
-            Ok(Some(claim)) => Ok(generated_for(&claim, &req.claim_uid, &req.bucket_name)),
+    /// Whether the library generated `bucket` for claim `namespace/name`
+    /// with UID `uid` (the claim's annotation records it before the bucket
+    /// is created). Such a name has a random suffix: an empty unmarked
+    /// bucket of that name can only be left by an interrupted attempt of
+    /// this claim (by a version that recorded no creation intent). A claim
+    /// that is gone, or has another UID, has no generated name.
+    async fn name_generated_for(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+        bucket: &str,
+    ) -> Result<bool, ProvisionError> {
+        let api: Api<ObjectBucketClaim> = Api::namespaced(self.kube.clone(), namespace);
+        match api.get_opt(name).await {
+            Ok(Some(claim)) => Ok(generated_for(&claim, uid, bucket)),
             Ok(None) => Ok(false),
             Err(e) => Err(ProvisionError::retryable(format!(
-                "could not read claim {}/{}: {e}",
-                req.claim_namespace, req.claim_name
+                "could not read claim {namespace}/{name}: {e}"
             ))),
         }
     }
@@ -229,14 +253,6 @@ pub fn generated_for(claim: &ObjectBucketClaim, uid: &str, bucket: &str) -> bool
             .is_some_and(|generated| generated == bucket)
 }
 
-/// The permanent error for an empty, unmarked bucket whose name the claim
-/// chose itself: it may be someone else's.
-pub fn unclaimed(bucket: &str) -> ProvisionError {
-    ProvisionError::permanent(format!(
-        "bucket {bucket:?} exists and was not created for this claim: it is empty but has no ownership marker, so it may be someone else's; use generateBucketName or another bucketName, or a StorageClass with the bucketName parameter to share it. If an interrupted attempt of this claim created it, delete the empty bucket: the claim is retried"
-    ))
-}
-
 /// Reads the admin key pair from a Secret. Values are trimmed (a Secret made
 /// from files often ends in a newline) and never echoed.
 pub fn credentials_from_secret(
@@ -280,6 +296,9 @@ pub fn credentials_from_secret(
 #[async_trait]
 impl Provisioner for S3Provisioner {
     async fn provision(&self, req: &BucketRequest) -> Result<BucketAccess, ProvisionError> {
+        if req.bucket_name == self.state_bucket {
+            return Err(reserved(&req.bucket_name));
+        }
         let r = self
             .resolve(&req.storage_class_name, &req.parameters)
             .await?;
@@ -288,24 +307,34 @@ impl Provisioner for S3Provisioner {
             claim_uid: &req.claim_uid,
             claim: &claim,
         };
-        match r
+        let generated = || {
+            self.name_generated_for(
+                &req.claim_namespace,
+                &req.claim_name,
+                &req.claim_uid,
+                &req.bucket_name,
+            )
+        };
+        let how = match r
             .store
-            .create_owned(&req.bucket_name, &r.params.region, &owner)
+            .create_owned(&req.bucket_name, &owner, generated)
             .await?
         {
-            Creation::Owned => {}
-            Creation::Unclaimed => {
-                if !self.name_generated_for(req).await? {
-                    return Err(unclaimed(&req.bucket_name));
-                }
-                r.store.take_over(&req.bucket_name, &owner).await?;
-            }
-        }
-        info!(bucket = %req.bucket_name, %claim, endpoint = %r.params.endpoint.url, "bucket is provisioned");
+            Creation::Created => "created",
+            Creation::Existing => "existed already",
+            Creation::TakenOver(_) => "taken over after an interrupted creation",
+        };
+        info!(bucket = %req.bucket_name, %claim, endpoint = %r.params.endpoint.url, how, "bucket is provisioned");
         self.issue(&r, req).await
     }
 
     async fn grant(&self, req: &BucketRequest) -> Result<BucketAccess, ProvisionError> {
+        if req.bucket_name == self.state_bucket {
+            return Err(ProvisionError::permanent(format!(
+                "bucket {:?} is the provisioner's state bucket (--state-bucket, OBC_STATE_BUCKET) and is never handed to a claim: fix the bucketName parameter of StorageClass {:?}",
+                req.bucket_name, req.storage_class_name
+            )));
+        }
         let r = self
             .resolve(&req.storage_class_name, &req.parameters)
             .await?;
@@ -327,9 +356,22 @@ impl Provisioner for S3Provisioner {
             .resolve(&req.storage_class_name, &req.parameters)
             .await?;
         let claim = format!("{}/{}", req.claim_namespace, req.claim_name);
+        let generated = || {
+            self.name_generated_for(
+                &req.claim_namespace,
+                &req.claim_name,
+                &req.claim_uid,
+                &req.bucket_name,
+            )
+        };
         match r
             .store
-            .delete_owned(&req.bucket_name, &req.claim_uid, r.params.force_delete)
+            .delete_owned(
+                &req.bucket_name,
+                &req.claim_uid,
+                r.params.force_delete,
+                generated,
+            )
             .await?
         {
             Deletion::Deleted { objects } => {
@@ -400,7 +442,7 @@ mod tests {
             !generated_for(&claim, "uid-1", "photos-other"),
             "another name"
         );
-        let e = unclaimed("photos");
+        let e = crate::store::unclaimed("photos");
         assert!(!e.is_retryable());
         assert!(
             e.to_string()

@@ -8,8 +8,12 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use lib_provisioner::Credentials;
+use lib_provisioner::ProvisionError;
 use sample_provisioner::params::{StoreEndpoint, parse_endpoint};
-use sample_provisioner::store::{Creation, Deletion, OWNER_MARKER_KEY, Owner, Store};
+use sample_provisioner::store::{
+    Basis, Creation, DEFAULT_STATE_BUCKET, Deletion, OWNER_MARKER_KEY, Owner, STATE_BUCKET_MARKER,
+    Store, intent_key,
+};
 
 const ACCESS_KEY: &str = "obc-test-admin";
 const SECRET_KEY: &str = "obc-test-secret-key";
@@ -125,32 +129,72 @@ const B: Owner<'static> = Owner {
     claim: "ns/b",
 };
 
+/// The claim's `generated` answer, as `S3Provisioner` would give it.
+async fn generated(yes: bool) -> Result<bool, ProvisionError> {
+    Ok(yes)
+}
+
+async fn create(s: &Store, bucket: &str, owner: &Owner<'_>) -> Result<Creation, ProvisionError> {
+    s.create_owned(bucket, owner, || generated(false)).await
+}
+
+async fn delete(s: &Store, bucket: &str, uid: &str, force: bool) -> Deletion {
+    s.delete_owned(bucket, uid, force, || generated(false))
+        .await
+        .expect("no error")
+}
+
+/// Writes the intent an interrupted creation leaves, as the store does.
+async fn put_intent(raw: &aws_sdk_s3::Client, bucket: &str, uid: &str) {
+    raw.put_object()
+        .bucket(DEFAULT_STATE_BUCKET)
+        .key(intent_key(bucket))
+        .metadata("obc-claim", "ns/a")
+        .body(aws_sdk_s3::primitives::ByteStream::from(
+            uid.as_bytes().to_vec(),
+        ))
+        .send()
+        .await
+        .expect("put intent");
+}
+
+async fn keys(raw: &aws_sdk_s3::Client, bucket: &str) -> Vec<String> {
+    raw.list_objects_v2()
+        .bucket(bucket)
+        .send()
+        .await
+        .expect("lists")
+        .contents()
+        .iter()
+        .filter_map(|o| o.key().map(str::to_owned))
+        .collect()
+}
+
 #[tokio::test]
 async fn create_is_idempotent_and_guards_ownership() {
     let Some(server) = start().await else { return };
-    let s = store(&server);
+    let (s, raw) = (store(&server), raw_client(&server));
     assert_eq!(
-        s.create_owned("photos", "us-east-1", &A)
-            .await
-            .expect("creates"),
-        Creation::Owned
+        create(&s, "photos", &A).await.expect("creates"),
+        Creation::Created
     );
     assert_eq!(
         s.owner("photos").await.expect("reads"),
         Some("uid-a".into())
     );
-    // Again (a retry after a crash): same result.
+    // The state bucket was made on the way, marked, and holds no intent.
     assert_eq!(
-        s.create_owned("photos", "us-east-1", &A)
-            .await
-            .expect("idempotent"),
-        Creation::Owned
+        s.owner(DEFAULT_STATE_BUCKET).await.expect("reads"),
+        Some(STATE_BUCKET_MARKER.into())
+    );
+    assert_eq!(keys(&raw, DEFAULT_STATE_BUCKET).await, [OWNER_MARKER_KEY]);
+    // Again (a retry after a crash): same bucket.
+    assert_eq!(
+        create(&s, "photos", &A).await.expect("idempotent"),
+        Creation::Existing
     );
     // Another claim asking for the same name.
-    let e = s
-        .create_owned("photos", "us-east-1", &B)
-        .await
-        .expect_err("not B's");
+    let e = create(&s, "photos", &B).await.expect_err("not B's");
     assert!(!e.is_retryable());
     assert!(
         e.to_string()
@@ -158,56 +202,186 @@ async fn create_is_idempotent_and_guards_ownership() {
         "{e}"
     );
     // Deleting for B keeps A's bucket.
-    let d = s
-        .delete_owned("photos", "uid-b", true)
-        .await
-        .expect("no error");
+    let d = delete(&s, "photos", "uid-b", true).await;
     assert!(matches!(d, Deletion::NotOurs(_)), "{d:?}");
     assert!(s.exists("photos").await.expect("head"));
+    assert_eq!(keys(&raw, DEFAULT_STATE_BUCKET).await, [OWNER_MARKER_KEY]);
 }
 
 #[tokio::test]
-async fn unmarked_buckets_are_taken_over_only_when_empty() {
+async fn the_state_bucket_is_never_a_claims_bucket() {
     let Some(server) = start().await else { return };
     let (s, raw) = (store(&server), raw_client(&server));
-    // Empty and unmarked (an interrupted CreateBucket+marker, or someone
-    // else's empty bucket): reported, and taken over only on request.
+    let e = create(&s, DEFAULT_STATE_BUCKET, &A)
+        .await
+        .expect_err("reserved");
+    assert!(!e.is_retryable());
+    assert!(e.to_string().contains("state bucket"), "{e}");
+    create(&s, "photos", &A).await.expect("creates");
+    // Under another name (the flag changed): refused by its marker, kept.
+    let other = s.clone().with_state_bucket("other-state");
+    let e = create(&other, DEFAULT_STATE_BUCKET, &A)
+        .await
+        .expect_err("a state bucket");
+    assert!(e.to_string().contains("state bucket"), "{e}");
+    let d = delete(&other, DEFAULT_STATE_BUCKET, "uid-a", true).await;
+    assert!(matches!(d, Deletion::NotOurs(_)), "{d:?}");
+    assert!(s.exists(DEFAULT_STATE_BUCKET).await.expect("head"));
+
+    // A state bucket name that is a claim's bucket, or someone's data.
+    let e = create(&s.clone().with_state_bucket("photos"), "x-bucket", &B)
+        .await
+        .expect_err("a claim's bucket");
+    assert!(!e.is_retryable());
+    assert!(e.to_string().contains("--state-bucket"), "{e}");
     raw.create_bucket()
-        .bucket("interrupted")
+        .bucket("full-of-data")
         .send()
         .await
         .expect("create");
-    let found = s
-        .create_owned("interrupted", "us-east-1", &A)
+    put(&raw, "full-of-data", "data.txt").await;
+    let e = create(&s.clone().with_state_bucket("full-of-data"), "x-bucket", &B)
+        .await
+        .expect_err("someone's data");
+    assert!(e.to_string().contains("holds objects"), "{e}");
+    assert!(
+        !s.exists("x-bucket").await.expect("head"),
+        "nothing created"
+    );
+}
+
+#[tokio::test]
+async fn an_interrupted_creation_resumes_from_its_intent() {
+    let Some(server) = start().await else { return };
+    let (s, raw) = (store(&server), raw_client(&server));
+    create(&s, "warm-up", &A)
+        .await
+        .expect("creates the state bucket");
+
+    // Died after the intent, before CreateBucket.
+    put_intent(&raw, "exact-1", "uid-a").await;
+    // Another claim waits (retryable) while the creation is unfinished.
+    let e = create(&s, "exact-1", &B).await.expect_err("A's intent");
+    assert!(e.is_retryable(), "{e}");
+    assert!(
+        e.to_string().contains("being created for claim ns/a"),
+        "{e}"
+    );
+    assert_eq!(
+        create(&s, "exact-1", &A).await.expect("resumes"),
+        Creation::Created
+    );
+
+    // Died after CreateBucket, before the marker: only the intent's claim
+    // gets it.
+    put_intent(&raw, "exact-2", "uid-a").await;
+    raw.create_bucket()
+        .bucket("exact-2")
+        .send()
+        .await
+        .expect("create");
+    let e = create(&s, "exact-2", &B).await.expect_err("not B's");
+    assert!(!e.is_retryable(), "{e}");
+    assert_eq!(
+        create(&s, "exact-2", &A).await.expect("takes over"),
+        Creation::TakenOver(Basis::Intent)
+    );
+    assert_eq!(
+        s.owner("exact-2").await.expect("reads"),
+        Some("uid-a".into())
+    );
+
+    // Died after the marker, before deleting the intent.
+    put_intent(&raw, "exact-1", "uid-a").await;
+    assert_eq!(
+        create(&s, "exact-1", &A).await.expect("ours"),
+        Creation::Existing
+    );
+    assert_eq!(keys(&raw, DEFAULT_STATE_BUCKET).await, [OWNER_MARKER_KEY]);
+
+    // Without an intent, an empty unmarked bucket is taken only for a name
+    // generated for the claim.
+    raw.create_bucket()
+        .bucket("someones")
+        .send()
+        .await
+        .expect("create");
+    let e = create(&s, "someones", &A).await.expect_err("unclaimed");
+    assert!(e.to_string().contains("no creation intent"), "{e}");
+    assert_eq!(
+        s.create_owned("someones", &A, || generated(true))
+            .await
+            .expect("generated for A"),
+        Creation::TakenOver(Basis::GeneratedName)
+    );
+    assert_eq!(keys(&raw, DEFAULT_STATE_BUCKET).await, [OWNER_MARKER_KEY]);
+}
+
+#[tokio::test]
+async fn deleting_a_claim_removes_what_its_interrupted_creation_left() {
+    let Some(server) = start().await else { return };
+    let (s, raw) = (store(&server), raw_client(&server));
+    create(&s, "warm-up", &A)
+        .await
+        .expect("creates the state bucket");
+
+    // Intent only (died before CreateBucket).
+    put_intent(&raw, "gone-1", "uid-a").await;
+    assert_eq!(
+        delete(&s, "gone-1", "uid-a", false).await,
+        Deletion::AlreadyGone
+    );
+    // Intent and an empty unmarked bucket; another claim's delete keeps both.
+    put_intent(&raw, "left-1", "uid-a").await;
+    raw.create_bucket()
+        .bucket("left-1")
+        .send()
+        .await
+        .expect("create");
+    let d = delete(&s, "left-1", "uid-b", true).await;
+    assert!(matches!(d, Deletion::NotOurs(_)), "{d:?}");
+    assert_eq!(
+        delete(&s, "left-1", "uid-a", false).await,
+        Deletion::Deleted { objects: 0 }
+    );
+    assert!(!s.exists("left-1").await.expect("head"));
+    assert_eq!(keys(&raw, DEFAULT_STATE_BUCKET).await, [OWNER_MARKER_KEY]);
+
+    // Unmarked, no intent: deleted only if empty and generated for it.
+    for name in ["left-2", "left-3"] {
+        raw.create_bucket()
+            .bucket(name)
+            .send()
+            .await
+            .expect("create");
+    }
+    put(&raw, "left-3", "data.txt").await;
+    for name in ["left-2", "left-3"] {
+        let d = delete(&s, name, "uid-a", true).await;
+        assert!(matches!(d, Deletion::NotOurs(_)), "{d:?}");
+    }
+    assert_eq!(
+        s.delete_owned("left-2", "uid-a", true, || generated(true))
+            .await
+            .expect("deletes"),
+        Deletion::Deleted { objects: 0 }
+    );
+    let d = s
+        .delete_owned("left-3", "uid-a", true, || generated(true))
         .await
         .expect("no error");
-    assert_eq!(found, Creation::Unclaimed);
-    assert_eq!(
-        s.owner("interrupted").await.expect("reads"),
-        None,
-        "not marked yet"
-    );
-    s.take_over("interrupted", &A).await.expect("takes over");
-    assert_eq!(
-        s.owner("interrupted").await.expect("reads"),
-        Some("uid-a".into())
-    );
-    assert_eq!(
-        s.create_owned("interrupted", "us-east-1", &A)
-            .await
-            .expect("ours"),
-        Creation::Owned
-    );
-    // A second claim taking over loses to the first one's marker.
-    let e = s
-        .take_over("interrupted", &B)
-        .await
-        .expect_err("marked already");
+    assert!(matches!(d, Deletion::NotOurs(_)), "holds data: {d:?}");
+    assert!(s.exists("left-3").await.expect("head"));
+}
+
+#[tokio::test]
+async fn unmarked_buckets_with_data_are_never_taken_over() {
+    let Some(server) = start().await else { return };
+    let (s, raw) = (store(&server), raw_client(&server));
+    // A second claim marking a bucket loses to the first one's marker.
+    create(&s, "first", &A).await.expect("creates");
+    let e = create(&s, "first", &B).await.expect_err("marked already");
     assert!(e.to_string().contains("uid-a"), "{e}");
-    assert_eq!(
-        s.owner("interrupted").await.expect("reads"),
-        Some("uid-a".into())
-    );
 
     // Holding data and unmarked: someone else's; never taken nor deleted.
     raw.create_bucket()
@@ -217,17 +391,14 @@ async fn unmarked_buckets_are_taken_over_only_when_empty() {
         .expect("create");
     put(&raw, "foreign", "data.txt").await;
     let e = s
-        .create_owned("foreign", "us-east-1", &A)
+        .create_owned("foreign", &A, || generated(true))
         .await
         .expect_err("not ours");
     assert!(
         e.to_string().contains("was not created for this claim"),
         "{e}"
     );
-    let d = s
-        .delete_owned("foreign", "uid-a", true)
-        .await
-        .expect("no error");
+    let d = delete(&s, "foreign", "uid-a", true).await;
     assert!(matches!(d, Deletion::NotOurs(_)), "{d:?}");
     assert!(s.exists("foreign").await.expect("head"), "kept");
 }
@@ -236,9 +407,7 @@ async fn unmarked_buckets_are_taken_over_only_when_empty() {
 async fn delete_refuses_non_empty_buckets_unless_forced() {
     let Some(server) = start().await else { return };
     let (s, raw) = (store(&server), raw_client(&server));
-    s.create_owned("logs", "us-east-1", &A)
-        .await
-        .expect("creates");
+    create(&s, "logs", &A).await.expect("creates");
     assert!(
         s.is_empty("logs").await.expect("lists"),
         "the marker does not count"
@@ -255,7 +424,7 @@ async fn delete_refuses_non_empty_buckets_unless_forced() {
     }
 
     let e = s
-        .delete_owned("logs", "uid-a", false)
+        .delete_owned("logs", "uid-a", false, || generated(false))
         .await
         .expect_err("not empty");
     assert!(!e.is_retryable());
@@ -265,17 +434,12 @@ async fn delete_refuses_non_empty_buckets_unless_forced() {
     );
     assert!(s.exists("logs").await.expect("head"));
 
-    let d = s
-        .delete_owned("logs", "uid-a", true)
-        .await
-        .expect("force deletes");
+    let d = delete(&s, "logs", "uid-a", true).await;
     assert_eq!(d, Deletion::Deleted { objects: 1105 });
     assert!(!s.exists("logs").await.expect("head"));
     // Again: already gone.
     assert_eq!(
-        s.delete_owned("logs", "uid-a", true)
-            .await
-            .expect("idempotent"),
+        delete(&s, "logs", "uid-a", true).await,
         Deletion::AlreadyGone
     );
 }
@@ -284,9 +448,7 @@ async fn delete_refuses_non_empty_buckets_unless_forced() {
 async fn empty_owned_bucket_is_deleted_with_its_marker() {
     let Some(server) = start().await else { return };
     let (s, raw) = (store(&server), raw_client(&server));
-    s.create_owned("tmp-bucket", "us-east-1", &A)
-        .await
-        .expect("creates");
+    create(&s, "tmp-bucket", &A).await.expect("creates");
     let listed = raw
         .list_objects_v2()
         .bucket("tmp-bucket")
@@ -302,16 +464,12 @@ async fn empty_owned_bucket_is_deleted_with_its_marker() {
         [OWNER_MARKER_KEY]
     );
     assert_eq!(
-        s.delete_owned("tmp-bucket", "uid-a", false)
-            .await
-            .expect("deletes"),
+        delete(&s, "tmp-bucket", "uid-a", false).await,
         Deletion::Deleted { objects: 0 }
     );
     assert!(!s.exists("tmp-bucket").await.expect("head"));
     assert_eq!(
-        s.delete_owned("never-existed", "uid-a", false)
-            .await
-            .expect("nothing to do"),
+        delete(&s, "never-existed", "uid-a", false).await,
         Deletion::AlreadyGone
     );
 }
@@ -324,10 +482,7 @@ async fn wrong_credentials_are_permanent_and_a_down_store_is_retryable() {
         "us-east-1",
         &Credentials::new(ACCESS_KEY, "wrong"),
     );
-    let e = bad
-        .create_owned("bucket-one", "us-east-1", &A)
-        .await
-        .expect_err("refused");
+    let e = create(&bad, "bucket-one", &A).await.expect_err("refused");
     assert!(!e.is_retryable(), "{e:?}");
     assert!(e.to_string().contains("admin Secret"), "{e}");
 
@@ -337,13 +492,10 @@ async fn wrong_credentials_are_permanent_and_a_down_store_is_retryable() {
         "us-east-1",
         &Credentials::new(ACCESS_KEY, SECRET_KEY),
     );
-    let e = s
-        .create_owned("bucket-one", "us-east-1", &A)
-        .await
-        .expect_err("unreachable");
+    let e = create(&s, "bucket-one", &A).await.expect_err("unreachable");
     assert!(e.is_retryable(), "{e:?}");
     let e = s
-        .delete_owned("bucket-one", "uid-a", false)
+        .delete_owned("bucket-one", "uid-a", false, || generated(false))
         .await
         .expect_err("unreachable");
     assert!(e.is_retryable(), "{e:?}");

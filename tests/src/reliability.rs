@@ -26,7 +26,9 @@ use lib_provisioner::api::{
     BUCKET_ORIGIN_ANNOTATION, BucketPhase, ClaimPhase, FINALIZER, GENERATED_NAME_ANNOTATION,
     ObjectBucket, ObjectBucketClaim, ObjectBucketClaimSpec,
 };
-use sample_provisioner::store::OWNER_MARKER_KEY;
+use sample_provisioner::store::{
+    DEFAULT_STATE_BUCKET, INTENT_PREFIX, OWNER_MARKER_KEY, STATE_BUCKET_MARKER,
+};
 use tokio::process::{Child, Command};
 
 use crate::testenv::TestEnv;
@@ -733,7 +735,8 @@ fn has_finalizer(meta: &ObjectMeta) -> bool {
         .is_some_and(|f| f.iter().any(|f| f == FINALIZER))
 }
 
-/// The store's buckets and their ownership markers (`None`: no marker).
+/// The store's buckets and their ownership markers (`None`: no marker),
+/// without the provisioner's state buckets (marked [`STATE_BUCKET_MARKER`]).
 pub async fn store_buckets(s3: &aws_sdk_s3::Client) -> Result<BTreeMap<String, Option<String>>> {
     let out = s3.list_buckets().send().await.context("ListBuckets")?;
     let mut buckets = BTreeMap::new();
@@ -764,9 +767,68 @@ pub async fn store_buckets(s3: &aws_sdk_s3::Client) -> Result<BTreeMap<String, O
                 None
             }
         };
+        if marker.as_deref() == Some(STATE_BUCKET_MARKER) {
+            continue;
+        }
         buckets.insert(name.to_owned(), marker);
     }
     Ok(buckets)
+}
+
+/// A creation intent in the sample's state bucket.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Intent {
+    /// The bucket it is for.
+    pub bucket: String,
+    /// The claim UID it holds.
+    pub uid: String,
+    /// `namespace/name` of its claim (metadata), if recorded.
+    pub claim: Option<String>,
+}
+
+/// The intents in the default state bucket (none if there is none).
+pub async fn store_intents(s3: &aws_sdk_s3::Client) -> Result<Vec<Intent>> {
+    let listed = match s3
+        .list_objects_v2()
+        .bucket(DEFAULT_STATE_BUCKET)
+        .prefix(INTENT_PREFIX)
+        .send()
+        .await
+    {
+        Ok(listed) => listed,
+        Err(e) if e.as_service_error().is_some_and(|s| s.is_no_such_bucket()) => {
+            return Ok(Vec::new());
+        }
+        Err(e) => return Err(anyhow!("listing the intents: {e:?}")),
+    };
+    let mut intents = Vec::new();
+    for key in listed.contents().iter().filter_map(|o| o.key()) {
+        let Some(bucket) = key.strip_prefix(INTENT_PREFIX) else {
+            continue;
+        };
+        let o = match s3
+            .get_object()
+            .bucket(DEFAULT_STATE_BUCKET)
+            .key(key)
+            .send()
+            .await
+        {
+            Ok(o) => o,
+            // Deleted between the listing and the read.
+            Err(e) if e.as_service_error().is_some_and(|s| s.is_no_such_key()) => continue,
+            Err(e) => return Err(anyhow!("reading intent {key}: {e:?}")),
+        };
+        let claim = o.metadata().and_then(|m| m.get("obc-claim")).cloned();
+        let uid = String::from_utf8_lossy(&o.body.collect().await?.into_bytes())
+            .trim()
+            .to_owned();
+        intents.push(Intent {
+            bucket: bucket.to_owned(),
+            uid,
+            claim,
+        });
+    }
+    Ok(intents)
 }
 
 /// Reads the cluster and the store once and lists every disagreement.
@@ -970,6 +1032,31 @@ pub async fn agreement(env: &TestEnv, client: &Client, x: &Expectations) -> Resu
         }
     }
 
+    // Creation intents last only while their claim is being provisioned.
+    for intent in store_intents(&env.s3_client()).await? {
+        let in_scope = intent
+            .claim
+            .as_deref()
+            .and_then(|c| c.split_once('/'))
+            .is_none_or(|(ns, _)| x.namespaces.iter().any(|n| n == ns));
+        if !in_scope {
+            continue;
+        }
+        match claims.values().find(|c| c.uid().as_deref() == Some(&intent.uid)) {
+            None => a.orphaned.push(format!(
+                "creation intent for bucket {} of claim {:?} (UID {}), which is gone",
+                intent.bucket, intent.claim, intent.uid
+            )),
+            Some(c) if c.status.as_ref().and_then(|s| s.phase) == Some(ClaimPhase::Bound) => {
+                a.wrong.push(format!(
+                    "creation intent for bucket {} outlives the provisioning of claim {:?}, which is Bound",
+                    intent.bucket, intent.claim
+                ))
+            }
+            Some(_) => {}
+        }
+    }
+
     // Deleted claims: gone, and their buckets per reclaim policy.
     for d in &x.deleted {
         let key = format!("{}/{}", d.namespace, d.name);
@@ -997,7 +1084,7 @@ pub async fn agreement(env: &TestEnv, client: &Client, x: &Expectations) -> Resu
             (true, None) if d.was_bound => a
                 .lost
                 .push(format!("{bucket} (retained by deleted claim {key})")),
-            (true, Some(m)) if !marker_ours(m) => a.wrong.push(format!(
+            (true, Some(m)) if d.was_bound && !marker_ours(m) => a.wrong.push(format!(
                 "retained bucket {bucket} carries marker {m:?}, not {}",
                 d.uid
             )),

@@ -8,6 +8,7 @@
 
 use std::sync::Arc;
 
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::ResourceExt;
 use kube::api::Api;
@@ -37,11 +38,23 @@ pub(crate) async fn reconcile<P: Provisioner>(
         return Ok(Action::await_change());
     }
     let released = ob.status.as_ref().and_then(|s| s.phase) == Some(BucketPhase::Released);
-    if claim_state(&ob, &ctx).await? != ClaimState::Gone {
+    match claim_state(&ob, &ctx).await? {
         // The claim's reconciler owns this ObjectBucket, also while it is
-        // being deleted directly: it stays until the claim is deleted.
-        return Ok(Action::await_change());
+        // being deleted directly: it stays until the claim is deleted. The
+        // claim's deletion triggers this reconciler; the periodic look is
+        // for a deletion that a watch gap (a relist) never reported.
+        ClaimState::Live => return Ok(Action::requeue(ctx.resync)),
+        ClaimState::Unknown => return Ok(Action::await_change()),
+        ClaimState::Gone => {}
     }
+    if let Some(uid) = ob.spec.claim_ref.as_ref().and_then(|r| r.uid.as_deref())
+        && ctx.in_flight.contains(uid)
+    {
+        // Its claim's last pass is still running (and may be creating the
+        // bucket): look again once it has finished.
+        return Ok(Action::requeue(std::time::Duration::from_secs(1)));
+    }
+    ctx.ensure_leading()?;
     if released {
         // Retained: the bucket stays; the ObjectBucket may go.
         if ob.metadata.deletion_timestamp.is_some() {
@@ -49,29 +62,32 @@ pub(crate) async fn reconcile<P: Provisioner>(
         }
         return Ok(Action::await_change());
     }
+    // Secret and ConfigMap first: a pass that raced the claim's deletion may
+    // have written them for the vanished claim after its ObjectBucket.
+    release_children(&ob, &ctx).await?;
 
     // Orphaned: its claim is gone without having released it.
     let origin = plan::annotation(&ob.metadata, BUCKET_ORIGIN_ANNOTATION)
         .and_then(BucketOrigin::parse)
         .unwrap_or(BucketOrigin::Brownfield);
-    let delete_bucket =
-        origin == BucketOrigin::Greenfield && ob.spec.reclaim_policy == ReclaimPolicy::Delete;
+    // A reserved ObjectBucket was never bound (see the claim's teardown):
+    // nothing to retain, so its bucket and the reservation go.
+    let reserved = plan::is_reserved(&ob);
+    let delete_bucket = origin == BucketOrigin::Greenfield
+        && (ob.spec.reclaim_policy == ReclaimPolicy::Delete || reserved);
     let request = teardown_request(&ob, &ctx);
     info!(object_bucket = %ob.name_any(), delete_bucket, "claim is gone; tearing down its ObjectBucket");
     let (operation, result) = ctx.teardown(&request, delete_bucket).await;
     result.map_err(|source| Error::Provisioner { operation, source })?;
     failpoint::hit("after-bucket-deleted");
-    match ob.spec.reclaim_policy {
-        ReclaimPolicy::Delete => {
-            writes::release_object_bucket(&ctx.client, &ob).await?;
-            failpoint::hit("after-object-bucket-finalizer-removed");
-            writes::delete_object_bucket(&ctx.client, &ob.name_any()).await?;
-        }
-        ReclaimPolicy::Retain => {
-            let updated =
-                writes::set_object_bucket_phase(&ctx.client, &ob, BucketPhase::Released).await?;
-            writes::release_object_bucket(&ctx.client, &updated).await?;
-        }
+    if ob.spec.reclaim_policy == ReclaimPolicy::Delete || reserved {
+        writes::release_object_bucket(&ctx.client, &ob).await?;
+        failpoint::hit("after-object-bucket-finalizer-removed");
+        writes::delete_object_bucket(&ctx.client, &ob.name_any()).await?;
+    } else {
+        let updated =
+            writes::set_object_bucket_phase(&ctx.client, &ob, BucketPhase::Released).await?;
+        writes::release_object_bucket(&ctx.client, &updated).await?;
     }
     failpoint::hit("after-object-bucket-released");
     Ok(Action::await_change())
@@ -116,6 +132,55 @@ async fn claim_state<P: Provisioner>(ob: &ObjectBucket, ctx: &Context<P>) -> Res
         Some(c) if plan::claim_ref_matches(ob, &c) => ClaimState::Live,
         _ => ClaimState::Gone,
     })
+}
+
+/// Releases the Secret and ConfigMap named after the ObjectBucket's claim
+/// if they belong to that claim (its UID is their owner): the claim is gone,
+/// and garbage collection cannot delete them while they carry our finalizer.
+async fn release_children<P: Provisioner>(ob: &ObjectBucket, ctx: &Context<P>) -> Result<()> {
+    let Some(claim_ref) = &ob.spec.claim_ref else {
+        return Ok(());
+    };
+    let (Some(ns), Some(name), Some(uid)) = (
+        claim_ref.namespace.as_deref(),
+        claim_ref.name.as_deref(),
+        claim_ref.uid.as_deref(),
+    ) else {
+        return Ok(());
+    };
+    release_child_of::<Secret, P>(ctx, &ctx.secrets, ns, name, uid).await?;
+    release_child_of::<ConfigMap, P>(ctx, &ctx.config_maps, ns, name, uid).await
+}
+
+async fn release_child_of<K: writes::Child, P>(
+    ctx: &Context<P>,
+    cache: &super::ChildStores<K>,
+    ns: &str,
+    name: &str,
+    uid: &str,
+) -> Result<()> {
+    let meta = match cache.get(ns, name) {
+        Some(meta) => Some(meta),
+        None => Api::<K>::namespaced(ctx.client.clone(), ns)
+            .get_metadata_opt(name)
+            .await
+            .map_err(Error::kube("read the vanished claim's Secret or ConfigMap"))?
+            .map(|m| m.metadata),
+    };
+    let Some(meta) = meta else {
+        return Ok(());
+    };
+    let owned = meta.owner_references.iter().flatten().any(|r| r.uid == uid);
+    if owned {
+        info!(
+            namespace = ns,
+            name,
+            kind = K::KIND,
+            "releasing what belonged to a deleted claim"
+        );
+        writes::release_child::<K>(&ctx.client, &meta).await?;
+    }
+    Ok(())
 }
 
 fn teardown_request<P>(ob: &ObjectBucket, ctx: &Context<P>) -> TeardownRequest {

@@ -17,7 +17,7 @@ use tracing::{debug, info};
 use super::plan::{self, ClassState, Observed, Problem, Step};
 use super::{Context, status};
 use crate::api::{BucketOrigin, BucketPhase, ClaimPhase, ObjectBucket, ObjectBucketClaim};
-use crate::error::{Error, Result, is_status};
+use crate::error::{Error, Result};
 use crate::failpoint;
 use crate::names;
 use crate::provisioner::{BucketRequest, ProvisionError, Provisioner, TeardownRequest};
@@ -41,9 +41,25 @@ pub(crate) async fn reconcile<P: Provisioner>(
     // Decisions read the class and ObjectBucket caches: an unsynced cache
     // would make a bound claim look new (or its class look missing).
     ctx.caches_ready().await;
+    if ctx.superseded.is_stale(&claim) {
+        // The watch event with our own last write is on its way, and it
+        // triggers the next pass; the requeue is only a safety net.
+        debug!(claim = %claim_key(&claim), "cached claim predates our last write; waiting for the watch");
+        return Ok(Action::requeue(STALE_RETRY));
+    }
+    ctx.ensure_leading()?;
+    let _in_flight = claim
+        .metadata
+        .uid
+        .as_deref()
+        .map(|uid| ctx.in_flight.enter(uid));
     let started = Instant::now();
     let mut o = observe(&claim, &ctx).await?;
-    let result = run_steps(&mut o, &ctx).await;
+    let mut replaced = Vec::new();
+    let result = run_steps(&mut o, &ctx, &mut replaced).await;
+    if let Some(uid) = &claim.metadata.uid {
+        ctx.superseded.record(uid, replaced);
+    }
     ctx.metrics
         .reconciled(started.elapsed(), result.as_ref().err());
     if result.is_ok() {
@@ -52,15 +68,80 @@ pub(crate) async fn reconcile<P: Provisioner>(
     result
 }
 
-async fn run_steps<P: Provisioner>(o: &mut Observed, ctx: &Context<P>) -> Result<Action> {
-    for _ in 0..MAX_STEPS {
+/// Re-check of a claim whose cached copy is older than our last write.
+const STALE_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Conflicts (another writer changed the claim between our read and our
+/// write) a pass absorbs by re-reading the claim before it gives up.
+const MAX_CONFLICTS: usize = 8;
+
+/// Runs steps until one stops the pass. Collects in `replaced` the claim
+/// versions the pass's own writes superseded.
+async fn run_steps<P: Provisioner>(
+    o: &mut Observed,
+    ctx: &Context<P>,
+    replaced: &mut Vec<String>,
+) -> Result<Action> {
+    let mut conflicts = 0;
+    for _ in 0..MAX_STEPS + MAX_CONFLICTS {
+        // A replica paused past its lease must not act when it wakes.
+        ctx.ensure_leading()?;
         let step = plan::next_step(o);
         debug!(claim = %claim_key(&o.claim), ?step, "next step");
-        if let Flow::Stop(action) = execute(step, o, ctx).await? {
-            return Ok(action);
+        let before = o.claim.metadata.resource_version.clone();
+        let removes_finalizer = matches!(step, Step::RemoveClaimFinalizer);
+        let flow = execute(step, o, ctx).await;
+        if o.claim.metadata.resource_version != before || (removes_finalizer && flow.is_ok()) {
+            replaced.extend(before.clone());
+        }
+        match flow {
+            Ok(Flow::Continue) => {}
+            Ok(Flow::Stop(action)) => return Ok(action),
+            Err(Error::Conflict { action }) if conflicts < MAX_CONFLICTS => {
+                // Re-read and re-plan at once: retrying later from the
+                // cache would lose again to a writer faster than the watch.
+                conflicts += 1;
+                ctx.metrics.conflict();
+                debug!(claim = %claim_key(&o.claim), action, "conflict; re-reading the claim");
+                replaced.extend(before);
+                if !refresh_claim(o, ctx).await? {
+                    return Ok(Action::await_change());
+                }
+            }
+            Err(Error::ClaimGone { action }) => {
+                // Whatever this pass created carries the claim's UID; the
+                // ObjectBucket reconciler tears it down (see bucket.rs).
+                info!(claim = %claim_key(&o.claim), action, "the claim was deleted during the pass");
+                if let Some(uid) = &o.claim.metadata.uid {
+                    ctx.superseded.forget(uid);
+                }
+                replaced.clear();
+                return Ok(Action::await_change());
+            }
+            Err(e) => return Err(e),
         }
     }
     Err(Error::NoConvergence(MAX_STEPS))
+}
+
+/// Replaces the pass's copy of the claim with the API's. `false` if the
+/// claim is gone, or is another claim of the same name now.
+async fn refresh_claim<P>(o: &mut Observed, ctx: &Context<P>) -> Result<bool> {
+    let api: Api<ObjectBucketClaim> = Api::namespaced(
+        ctx.client.clone(),
+        o.claim.metadata.namespace.as_deref().unwrap_or_default(),
+    );
+    match api
+        .get_opt(&o.claim.name_any())
+        .await
+        .map_err(Error::kube("re-read the claim"))?
+    {
+        Some(fresh) if fresh.metadata.uid == o.claim.metadata.uid => {
+            o.claim = fresh;
+            Ok(true)
+        }
+        _ => Ok(false),
+    }
 }
 
 fn claim_key(claim: &ObjectBucketClaim) -> String {
@@ -92,20 +173,26 @@ async fn observe<P: Provisioner>(claim: &ObjectBucketClaim, ctx: &Context<P>) ->
         return Ok(observed(claim.clone(), class, ctx));
     }
 
+    // New claims miss all three caches: look them up side by side.
     let ob_name = plan::object_bucket_name(claim);
-    let ob = match ctx.buckets.get(&ObjectRef::new(&ob_name)) {
-        Some(ob) => Some(ObjectBucket::clone(&ob)),
-        None => {
-            get_opt(
-                &Api::<ObjectBucket>::all(ctx.client.clone()),
-                &ob_name,
-                "read the ObjectBucket",
-            )
-            .await?
+    let ob = async {
+        match ctx.buckets.get(&ObjectRef::new(&ob_name)) {
+            Some(ob) => Ok(Some(ObjectBucket::clone(&ob))),
+            None => {
+                get_opt(
+                    &Api::<ObjectBucket>::all(ctx.client.clone()),
+                    &ob_name,
+                    "read the ObjectBucket",
+                )
+                .await
+            }
         }
     };
-    let secret = child_meta(ctx, &ctx.secrets, &ns, &name).await?;
-    let config_map = child_meta(ctx, &ctx.config_maps, &ns, &name).await?;
+    let (ob, secret, config_map) = futures::try_join!(
+        ob,
+        child_meta(ctx, &ctx.secrets, &ns, &name),
+        child_meta(ctx, &ctx.config_maps, &ns, &name),
+    )?;
 
     let mut o = observed(claim.clone(), class, ctx);
     o.name_holder = match (&ob, plan::fixed_bucket_name(claim)) {
@@ -181,6 +268,16 @@ async fn execute<P: Provisioner>(step: Step, o: &mut Observed, ctx: &Context<P>)
                 writes::prepare_claim(&ctx.client, &o.claim, &ctx.label, generated.as_deref())
                     .await?;
             failpoint::hit("after-claim-prepared");
+            // A DELETE that raced the finalizer may still remove the claim:
+            // the apiserver decided before the finalizer landed. Confirm the
+            // claim is there before anything is created for it (and reserve
+            // the ObjectBucket before the provisioner runs: see next_step).
+            if !refresh_claim(o, ctx).await? {
+                return Err(Error::ClaimGone {
+                    action: "confirm the claim after adding the finalizer",
+                });
+            }
+            o.prepared_now = true;
             Ok(Flow::Continue)
         }
         Step::ObtainAccess {
@@ -216,7 +313,18 @@ async fn execute<P: Provisioner>(step: Step, o: &mut Observed, ctx: &Context<P>)
                     failpoint::hit("after-bucket-created");
                     Ok(Flow::Continue)
                 }
-                Err(source) => Err(provisioner_failed(o, ctx, operation, source).await),
+                Err(source) => {
+                    if let (ProvisionError::Permanent { .. }, Some(ob)) = (&source, &o.ob)
+                        && plan::is_reserved(ob)
+                    {
+                        // Refused outright: no bucket was made, so the
+                        // reservation would only be something half-created.
+                        writes::release_object_bucket(&ctx.client, ob).await?;
+                        writes::delete_object_bucket(&ctx.client, &ob.name_any()).await?;
+                        o.ob = None;
+                    }
+                    Err(provisioner_failed(o, ctx, operation, source).await)
+                }
             }
         }
         Step::CreateObjectBucket {
@@ -224,10 +332,6 @@ async fn execute<P: Provisioner>(step: Step, o: &mut Observed, ctx: &Context<P>)
             origin,
             reclaim_policy,
         } => {
-            let access = o
-                .access
-                .as_ref()
-                .ok_or(Error::MissingField("bucket access"))?;
             let ob_name = plan::object_bucket_name(&o.claim);
             let ob = writes::create_object_bucket(
                 &ctx.client,
@@ -238,13 +342,23 @@ async fn execute<P: Provisioner>(step: Step, o: &mut Observed, ctx: &Context<P>)
                     bucket_name: &bucket_name,
                     origin,
                     reclaim_policy,
-                    access,
+                    access: o.access.as_ref(),
                     label: &ctx.label,
                 },
             )
             .await?;
             o.ob = Some(ob);
             failpoint::hit("after-object-bucket-created");
+            Ok(Flow::Continue)
+        }
+        Step::CompleteObjectBucket => {
+            let access = o
+                .access
+                .as_ref()
+                .ok_or(Error::MissingField("bucket access"))?;
+            let ob = o.ob.as_ref().ok_or(Error::MissingField("ObjectBucket"))?;
+            o.ob = Some(writes::complete_object_bucket(&ctx.client, ob, access).await?);
+            failpoint::hit("after-object-bucket-completed");
             Ok(Flow::Continue)
         }
         Step::AdoptObjectBucket { origin } => {
@@ -518,7 +632,7 @@ async fn show_problem<P: Provisioner>(
     match writes::write_claim_status(&ctx.client, &o.claim, &desired).await {
         Ok(updated) => o.claim = updated,
         // Deleted meanwhile: nothing to show it on.
-        Err(Error::Kube { source, .. }) if is_status(&source, 404) => return Ok(()),
+        Err(Error::ClaimGone { .. }) => return Ok(()),
         Err(e) => return Err(e),
     }
     let type_ = if phase == ClaimPhase::Failed || problem.reason != "StorageClassNotFound" {

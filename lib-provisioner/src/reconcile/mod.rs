@@ -23,6 +23,7 @@ use tracing::{debug, warn};
 
 use crate::api::{ObjectBucket, ObjectBucketClaim};
 use crate::error::Error;
+use crate::leader::Leadership;
 use crate::metrics::Metrics;
 use crate::provisioner::{ProvisionError, Provisioner};
 
@@ -60,9 +61,110 @@ pub(crate) struct Context<P> {
     pub caches_synced: tokio::sync::watch::Receiver<bool>,
     /// UIDs of claims whose `spec.objectBucketName` the apiserver pruned.
     pub pruned_binds: Mutex<std::collections::HashSet<String>>,
+    /// With leader election: whether this replica may act.
+    pub leadership: Option<Arc<Leadership>>,
+    /// Claim versions this controller's own writes replaced, per claim UID.
+    pub superseded: Superseded,
+    /// UIDs of claims a pass is working on right now.
+    pub in_flight: InFlight,
+}
+
+/// UIDs of claims a claim pass is working on. The ObjectBucket reconciler
+/// leaves an ObjectBucket alone while its claim's pass runs: a pass whose
+/// claim vanished may still be creating the bucket the ObjectBucket names,
+/// and tearing down before it finishes would miss that bucket.
+#[derive(Default)]
+pub(crate) struct InFlight(Arc<Mutex<std::collections::HashSet<String>>>);
+
+/// Marks a claim's pass as running until dropped.
+pub(crate) struct InFlightGuard {
+    set: Arc<Mutex<std::collections::HashSet<String>>>,
+    uid: String,
+}
+
+impl InFlight {
+    pub(crate) fn enter(&self, uid: &str) -> InFlightGuard {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(uid.to_owned());
+        InFlightGuard {
+            set: self.0.clone(),
+            uid: uid.to_owned(),
+        }
+    }
+
+    pub(crate) fn contains(&self, uid: &str) -> bool {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(uid)
+    }
+}
+
+impl Drop for InFlightGuard {
+    fn drop(&mut self) {
+        self.set
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.uid);
+    }
+}
+
+/// Claim versions this controller's own writes replaced, per claim UID.
+///
+/// A pass's writes trigger watch events for the same claim, and the next
+/// pass may start from a cache that does not hold the last write yet. A
+/// claim in a version that one of our writes replaced is such a stale copy:
+/// acting on it would repeat the write (an Event twice, a 409, a PATCH
+/// answered 404). Equality only: resourceVersions are opaque, not ordered.
+#[derive(Default)]
+pub(crate) struct Superseded(Mutex<HashMap<String, (Vec<String>, std::time::Instant)>>);
+
+impl Superseded {
+    /// Past this age a remembered version no longer holds a pass back: a
+    /// cache that has not caught up by then is re-read from the API instead.
+    const PATIENCE: Duration = Duration::from_secs(10);
+
+    /// Records that our writes replaced these versions of claim `uid`.
+    pub(crate) fn record(&self, uid: &str, versions: Vec<String>) {
+        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if versions.is_empty() {
+            return;
+        }
+        map.insert(uid.to_owned(), (versions, std::time::Instant::now()));
+    }
+
+    /// Whether this copy of the claim is one our writes replaced (and the
+    /// cache has not caught up yet). Forgets the claim once it has.
+    pub(crate) fn is_stale(&self, claim: &ObjectBucketClaim) -> bool {
+        let (Some(uid), Some(rv)) = (&claim.metadata.uid, &claim.metadata.resource_version) else {
+            return false;
+        };
+        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        match map.get(uid) {
+            Some((versions, at)) if at.elapsed() < Self::PATIENCE && versions.contains(rv) => true,
+            Some(_) => {
+                map.remove(uid);
+                false
+            }
+            None => false,
+        }
+    }
+
+    /// Forgets a claim (deleted).
+    pub(crate) fn forget(&self, uid: &str) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).remove(uid);
+    }
 }
 
 impl<P> Context<P> {
+    /// `Ok` unless leader election is on and this replica's lease ran out:
+    /// checked before every write and provisioner call.
+    pub(crate) fn ensure_leading(&self) -> Result<(), Error> {
+        self.leadership.as_ref().map_or(Ok(()), |l| l.check())
+    }
+
     /// Waits until the class, ObjectBucket and claim caches have listed
     /// once; returns at once afterwards. (A watch channel, because a store's
     /// own readiness future wakes only one of many concurrent waiters.)

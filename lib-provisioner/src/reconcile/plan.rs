@@ -52,6 +52,9 @@ pub(crate) struct Observed {
     pub config_map_synced: bool,
     /// The provisioner's teardown ran during this pass.
     pub torn_down: bool,
+    /// This pass added the finalizer: a DELETE racing it may still remove
+    /// the claim, so the ObjectBucket is reserved before the provisioner runs.
+    pub prepared_now: bool,
     /// The apiserver dropped `spec.objectBucketName` when it was written (a
     /// CRD schema without the field): binding is known from the claimRef.
     pub bind_pruned: bool,
@@ -73,6 +76,7 @@ impl Observed {
             secret_synced: false,
             config_map_synced: false,
             torn_down: false,
+            prepared_now: false,
             bind_pruned: false,
             label,
         }
@@ -119,17 +123,23 @@ pub(crate) enum Step {
     /// one patch: nothing is created before the claim is protected and its
     /// name fixed.
     PrepareClaim { generate_from: Option<String> },
-    /// Ask the provisioner for the bucket (greenfield) or access (brownfield).
-    ObtainAccess {
-        bucket_name: String,
-        origin: BucketOrigin,
-    },
-    /// Create the ObjectBucket `obc-<ns>-<name>` from the obtained access.
+    /// Create the ObjectBucket `obc-<ns>-<name>`: from the obtained access,
+    /// or, in the pass that added the finalizer, reserved (no endpoint yet)
+    /// before the provisioner is called, as the durable record outside the
+    /// claim that a bucket may exist for it.
     CreateObjectBucket {
         bucket_name: String,
         origin: BucketOrigin,
         reclaim_policy: ReclaimPolicy,
     },
+    /// Ask the provisioner for the bucket (greenfield) or access (brownfield).
+    ObtainAccess {
+        bucket_name: String,
+        origin: BucketOrigin,
+    },
+    /// Record the provisioner's endpoint and state on the reserved
+    /// ObjectBucket, and lift the reservation.
+    CompleteObjectBucket,
     /// Take over an ObjectBucket bound to this claim that lacks our label,
     /// finalizer or origin annotation (written by the Go library or an
     /// older version). The origin annotation is written when known.
@@ -273,8 +283,21 @@ pub(crate) fn next_step(o: &Observed) -> Step {
         return Step::PrepareClaim { generate_from };
     };
 
+    // In the pass that added the finalizer the ObjectBucket comes first,
+    // reserved: should the claim vanish while the provisioner works (the
+    // apiserver may still carry out a DELETE that raced the finalizer), the
+    // ObjectBucket tells the ObjectBucket reconciler what to tear down. Later
+    // passes (retries, restarts) find the race long settled.
     let secret_missing = o.secret.is_none();
-    if o.access.is_none() && (o.ob.is_none() || secret_missing) {
+    if o.ob.is_none() && o.prepared_now {
+        return Step::CreateObjectBucket {
+            bucket_name,
+            origin,
+            reclaim_policy,
+        };
+    }
+    let reserved = o.ob.as_ref().is_some_and(is_reserved);
+    if o.access.is_none() && (o.ob.is_none() || reserved || secret_missing) {
         return Step::ObtainAccess {
             bucket_name,
             origin,
@@ -297,6 +320,9 @@ pub(crate) fn next_step(o: &Observed) -> Step {
         return Step::AdoptObjectBucket {
             origin: record_origin,
         };
+    }
+    if reserved {
+        return Step::CompleteObjectBucket;
     }
     if secret_missing || (o.access.is_some() && !o.secret_synced) {
         return Step::WriteSecret;
@@ -344,14 +370,19 @@ fn next_deletion_step(o: &Observed) -> Step {
     if let Some(ob) = o.ob.as_ref().filter(|ob| claim_ref_matches(ob, &o.claim)) {
         let released = ob.status.as_ref().and_then(|s| s.phase) == Some(BucketPhase::Released);
         if !released {
+            // A reserved ObjectBucket was never bound: its claim never got
+            // credentials, so Retain has nothing to keep (an empty bucket at
+            // most), and the bucket goes with the reservation.
+            let reserved = is_reserved(ob);
             if !o.torn_down {
                 let origin = recorded_origin(ob, &o.class);
                 let delete_bucket = origin == BucketOrigin::Greenfield
-                    && ob.spec.reclaim_policy == ReclaimPolicy::Delete;
+                    && (ob.spec.reclaim_policy == ReclaimPolicy::Delete || reserved);
                 return Step::Teardown { delete_bucket };
             }
             return match ob.spec.reclaim_policy {
                 ReclaimPolicy::Delete => Step::DeleteObjectBucket,
+                ReclaimPolicy::Retain if reserved => Step::DeleteObjectBucket,
                 ReclaimPolicy::Retain => Step::ReleaseObjectBucket,
             };
         }
@@ -460,6 +491,12 @@ fn origin(o: &Observed, class: Option<&StorageClass>) -> Result<BucketOrigin, Pr
 
 /// Origin for teardown. When nothing recorded it and the class is gone,
 /// assume brownfield: revoking keeps data, deleting could not be undone.
+/// Whether the ObjectBucket is a reservation made before its bucket (see
+/// [`crate::api::RESERVED_ANNOTATION`]).
+pub(crate) fn is_reserved(ob: &ObjectBucket) -> bool {
+    annotation(&ob.metadata, crate::api::RESERVED_ANNOTATION).is_some()
+}
+
 fn recorded_origin(ob: &ObjectBucket, class: &ClassState) -> BucketOrigin {
     if let Some(origin) =
         annotation(&ob.metadata, BUCKET_ORIGIN_ANNOTATION).and_then(BucketOrigin::parse)

@@ -128,14 +128,7 @@ fn a_fresh_generated_claim_is_provisioned_in_order() {
         }
     );
     prepare(&mut o.claim, Some("photos-abcd1234"));
-    assert_eq!(
-        next_step(&o),
-        Step::ObtainAccess {
-            bucket_name: "photos-abcd1234".into(),
-            origin: BucketOrigin::Greenfield
-        }
-    );
-    o.access = Some(access());
+    o.prepared_now = true;
     assert_eq!(
         next_step(&o),
         Step::CreateObjectBucket {
@@ -144,6 +137,20 @@ fn a_fresh_generated_claim_is_provisioned_in_order() {
             reclaim_policy: ReclaimPolicy::Delete
         }
     );
+    o.ob = Some(reserved(ob_for(
+        &o.claim,
+        "photos-abcd1234",
+        Some("greenfield"),
+    )));
+    assert_eq!(
+        next_step(&o),
+        Step::ObtainAccess {
+            bucket_name: "photos-abcd1234".into(),
+            origin: BucketOrigin::Greenfield
+        }
+    );
+    o.access = Some(access());
+    assert_eq!(next_step(&o), Step::CompleteObjectBucket);
     o.ob = Some(ob_for(&o.claim, "photos-abcd1234", Some("greenfield")));
     assert_eq!(next_step(&o), Step::WriteSecret);
     o.secret = Some(child_of(&o.claim, true));
@@ -197,12 +204,21 @@ fn a_bound_claim_survives_its_class_being_deleted() {
     assert_eq!(next_step(&o), Step::Done);
 }
 
+fn reserved(mut ob: ObjectBucket) -> ObjectBucket {
+    ob.metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(crate::api::RESERVED_ANNOTATION.into(), "true".into());
+    ob
+}
+
 #[test]
-fn crash_after_bucket_created_asks_again_for_the_same_name() {
-    // Claim prepared, provisioner ran, process died before the ObjectBucket.
+fn after_a_restart_a_prepared_claim_is_provisioned_before_its_object_bucket() {
+    // The pass that added the finalizer died before the reservation; the
+    // race with a DELETE is settled by now, so the old order applies.
     let mut c = generated_claim();
     prepare(&mut c, Some("photos-abcd1234"));
-    let o = observed(c, class(&[], None));
+    let mut o = observed(c, class(&[], Some("Retain")));
     assert_eq!(
         next_step(&o),
         Step::ObtainAccess {
@@ -210,6 +226,77 @@ fn crash_after_bucket_created_asks_again_for_the_same_name() {
             origin: BucketOrigin::Greenfield
         }
     );
+    o.access = Some(access());
+    assert_eq!(
+        next_step(&o),
+        Step::CreateObjectBucket {
+            bucket_name: "photos-abcd1234".into(),
+            origin: BucketOrigin::Greenfield,
+            reclaim_policy: ReclaimPolicy::Retain
+        }
+    );
+    o.ob = Some(ob_for(&o.claim, "photos-abcd1234", Some("greenfield")));
+    assert_eq!(next_step(&o), Step::WriteSecret);
+}
+
+#[test]
+fn crash_after_bucket_created_asks_again_for_the_same_name() {
+    // Claim prepared, ObjectBucket reserved, provisioner ran, process died
+    // before the endpoint was recorded.
+    let mut c = generated_claim();
+    prepare(&mut c, Some("photos-abcd1234"));
+    let mut o = observed(c, class(&[], None));
+    o.ob = Some(reserved(ob_for(
+        &o.claim,
+        "photos-abcd1234",
+        Some("greenfield"),
+    )));
+    assert_eq!(
+        next_step(&o),
+        Step::ObtainAccess {
+            bucket_name: "photos-abcd1234".into(),
+            origin: BucketOrigin::Greenfield
+        }
+    );
+}
+
+#[test]
+fn a_claim_deleted_while_its_object_bucket_is_reserved_deletes_the_bucket_even_under_retain() {
+    let mut c = generated_claim();
+    prepare(&mut c, Some("photos-abcd1234"));
+    let mut o = deleting(observed(c, class(&[], Some("Retain"))));
+    let mut ob = reserved(ob_for(&o.claim, "photos-abcd1234", Some("greenfield")));
+    ob.spec.reclaim_policy = ReclaimPolicy::Retain;
+    o.ob = Some(ob);
+    assert_eq!(
+        next_step(&o),
+        Step::Teardown {
+            delete_bucket: true
+        }
+    );
+    o.torn_down = true;
+    assert_eq!(next_step(&o), Step::DeleteObjectBucket);
+    // Brownfield: access is revoked, the bucket stays, the reservation goes.
+    let mut b = claim(ObjectBucketClaimSpec {
+        storage_class_name: "buckets".into(),
+        ..Default::default()
+    });
+    prepare(&mut b, None);
+    let mut o = deleting(observed(
+        b,
+        class(&[("bucketName", "shared-data")], Some("Retain")),
+    ));
+    let mut ob = reserved(ob_for(&o.claim, "shared-data", Some("brownfield")));
+    ob.spec.reclaim_policy = ReclaimPolicy::Retain;
+    o.ob = Some(ob);
+    assert_eq!(
+        next_step(&o),
+        Step::Teardown {
+            delete_bucket: false
+        }
+    );
+    o.torn_down = true;
+    assert_eq!(next_step(&o), Step::DeleteObjectBucket);
 }
 
 #[test]
@@ -438,7 +525,21 @@ fn brownfield_grants_access_to_the_class_bucket() {
         ..Default::default()
     });
     prepare(&mut c, None);
-    let o = observed(c, class(&[("bucketName", "shared-data")], None));
+    let mut o = observed(c, class(&[("bucketName", "shared-data")], None));
+    o.prepared_now = true;
+    assert_eq!(
+        next_step(&o),
+        Step::CreateObjectBucket {
+            bucket_name: "shared-data".into(),
+            origin: BucketOrigin::Brownfield,
+            reclaim_policy: ReclaimPolicy::Delete
+        }
+    );
+    o.ob = Some(reserved(ob_for(
+        &o.claim,
+        "shared-data",
+        Some("brownfield"),
+    )));
     assert_eq!(
         next_step(&o),
         Step::ObtainAccess {
