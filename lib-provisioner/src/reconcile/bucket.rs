@@ -159,14 +159,7 @@ async fn release_child_of<K: writes::Child, P>(
     name: &str,
     uid: &str,
 ) -> Result<()> {
-    let meta = match cache.get(ns, name) {
-        Some(meta) => Some(meta),
-        None => Api::<K>::namespaced(ctx.client.clone(), ns)
-            .get_metadata_opt(name)
-            .await
-            .map_err(Error::kube("read the vanished claim's Secret or ConfigMap"))?
-            .map(|m| m.metadata),
-    };
+    let meta = super::claim::child_meta(ctx, cache, ns, name).await?;
     let Some(meta) = meta else {
         return Ok(());
     };

@@ -218,7 +218,7 @@ fn observed<P>(claim: ObjectBucketClaim, class: ClassState, ctx: &Context<P>) ->
     }
 }
 
-async fn child_meta<P, K>(
+pub(super) async fn child_meta<P, K>(
     ctx: &Context<P>,
     stores: &super::ChildStores<K>,
     ns: &str,
