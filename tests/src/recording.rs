@@ -44,6 +44,41 @@ struct State {
     grants: BTreeSet<String>,
     /// Fail every call with this error until cleared.
     failing: Option<(bool, String)>,
+    /// Teardowns wait here while set.
+    gate: Option<Gate>,
+}
+
+/// Holds teardowns (Delete and Revoke) at their start until opened, so a
+/// test can change objects while a deletion pass is between its reads and
+/// its writes. See [`Recorder::hold_teardowns`].
+#[derive(Clone)]
+pub struct Gate {
+    entered: Arc<tokio::sync::watch::Sender<usize>>,
+    open: Arc<tokio::sync::watch::Sender<bool>>,
+}
+
+impl Gate {
+    /// Waits until `n` teardowns have reached the gate.
+    pub async fn entered(&self, n: usize, timeout: Duration) -> Result<()> {
+        let mut rx = self.entered.subscribe();
+        tokio::time::timeout(timeout, rx.wait_for(|k| *k >= n))
+            .await
+            .with_context(|| format!("{n} teardowns did not reach the gate in {timeout:?}"))?
+            .context("gate dropped")?;
+        Ok(())
+    }
+
+    /// Lets every held and later teardown through.
+    pub fn open(&self) {
+        self.open.send_replace(true);
+    }
+
+    async fn pass(&self) {
+        self.entered.send_modify(|k| *k += 1);
+        let mut rx = self.open.subscribe();
+        // The sender lives in `self`: the wait ends only when opened.
+        let _ = rx.wait_for(|open| *open).await;
+    }
 }
 
 /// The recording provisioner. Cheap to clone; clones share state.
@@ -98,6 +133,23 @@ impl Recorder {
     /// Stops failing.
     pub fn heal(&self) {
         self.lock().failing = None;
+    }
+
+    /// Makes every later teardown wait at the returned gate until it opens.
+    pub fn hold_teardowns(&self) -> Gate {
+        let gate = Gate {
+            entered: Arc::new(tokio::sync::watch::channel(0).0),
+            open: Arc::new(tokio::sync::watch::channel(false).0),
+        };
+        self.lock().gate = Some(gate.clone());
+        gate
+    }
+
+    async fn gate(&self) {
+        let gate = self.lock().gate.clone();
+        if let Some(gate) = gate {
+            gate.pass().await;
+        }
     }
 
     fn check_failing(s: &State) -> Result<(), ProvisionError> {
@@ -160,6 +212,7 @@ impl Provisioner for Recorder {
     }
 
     async fn delete(&self, req: &TeardownRequest) -> Result<(), ProvisionError> {
+        self.gate().await;
         let mut s = self.lock();
         s.calls.push(Call::Delete(req.bucket_name.clone()));
         Self::check_failing(&s)?;
@@ -171,6 +224,7 @@ impl Provisioner for Recorder {
     }
 
     async fn revoke(&self, req: &TeardownRequest) -> Result<(), ProvisionError> {
+        self.gate().await;
         let mut s = self.lock();
         s.calls.push(Call::Revoke(req.bucket_name.clone()));
         Self::check_failing(&s)?;

@@ -954,6 +954,71 @@ async fn half_done_work_is_resumed_and_direct_ob_deletion_waits_for_the_claim() 
     controller.stop().await.expect("stops");
 }
 
+/// A deletion pass reads the ObjectBucket, Secret and ConfigMap, then calls
+/// the provisioner. Objects changed meanwhile (another controller's
+/// annotation; a cache that missed events across an apiserver restart) make
+/// its finalizer patches fail with 409: it must re-read and release them
+/// all, not drop the one whose write lost and release the claim without it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_changed_during_a_deletion_pass_are_still_released() {
+    let (env, client) = setup().await;
+    env.ensure_namespace("moved").await.expect("ns");
+    create_class(&client, "c", "Delete", &[])
+        .await
+        .expect("class");
+    let rec = Recorder::default();
+    let controller = RunningController::start(client.clone(), rec.clone());
+    create_claim(&client, "moved", "m", generated("c", "moved"))
+        .await
+        .expect("claim");
+    wait_phase(&client, "moved", "m", ClaimPhase::Bound, T)
+        .await
+        .expect("binds");
+
+    let gate = rec.hold_teardowns();
+    let claims: Api<ObjectBucketClaim> = Api::namespaced(client.clone(), "moved");
+    claims
+        .delete("m", &DeleteParams::default())
+        .await
+        .expect("delete claim");
+    gate.entered(1, T)
+        .await
+        .expect("the deletion pass tears down");
+    let touch = Patch::Merge(json!({"metadata": {"annotations": {"example.com/touched": "yes"}}}));
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "moved");
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), "moved");
+    let obs: Api<ObjectBucket> = Api::all(client.clone());
+    secrets
+        .patch("m", &PatchParams::default(), &touch)
+        .await
+        .expect("touch Secret");
+    config_maps
+        .patch("m", &PatchParams::default(), &touch)
+        .await
+        .expect("touch ConfigMap");
+    obs.patch("obc-moved-m", &PatchParams::default(), &touch)
+        .await
+        .expect("touch ObjectBucket");
+    gate.open();
+
+    wait_gone(&claims, "m", T).await.expect("claim released");
+    wait_gone(&secrets, "m", T).await.expect("Secret deleted");
+    wait_gone(&config_maps, "m", T)
+        .await
+        .expect("ConfigMap deleted");
+    wait_gone(&obs, "obc-moved-m", T)
+        .await
+        .expect("ObjectBucket deleted");
+    assert!(rec.buckets().is_empty(), "bucket deleted");
+    assert_eq!(
+        rec.count(|c| matches!(c, Call::Delete(_))),
+        1,
+        "one teardown: {:?}",
+        rec.calls()
+    );
+    controller.stop().await.expect("stops");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_the_leader_acts_and_it_serves_metrics_and_health() {
     use k8s_openapi::api::coordination::v1::Lease;

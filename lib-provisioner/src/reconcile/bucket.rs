@@ -159,7 +159,7 @@ async fn release_child_of<K: writes::Child, P>(
     name: &str,
     uid: &str,
 ) -> Result<()> {
-    let meta = super::claim::child_meta(ctx, cache, ns, name).await?;
+    let meta = super::claim::child_meta(ctx, Some(cache), ns, name).await?;
     let Some(meta) = meta else {
         return Ok(());
     };

@@ -54,7 +54,7 @@ pub(crate) async fn reconcile<P: Provisioner>(
         .as_deref()
         .map(|uid| ctx.in_flight.enter(uid));
     let started = Instant::now();
-    let mut o = observe(&claim, &ctx).await?;
+    let mut o = observe(&claim, &ctx, Source::CachesFirst).await?;
     let mut replaced = Vec::new();
     let result = run_steps(&mut o, &ctx, &mut replaced).await;
     if let Some(uid) = &claim.metadata.uid {
@@ -100,11 +100,16 @@ async fn run_steps<P: Provisioner>(
             Err(Error::Conflict { action }) if conflicts < MAX_CONFLICTS => {
                 // Re-read and re-plan at once: retrying later from the
                 // cache would lose again to a writer faster than the watch.
+                // Everything is re-read, not only the claim: the 409 may be
+                // on a Secret, ConfigMap or ObjectBucket the cache holds an
+                // old copy of (a watch that has not relisted after an
+                // apiserver restart), and the step may have used up the
+                // pass's copy of it.
                 conflicts += 1;
                 ctx.metrics.conflict();
-                debug!(claim = %claim_key(&o.claim), action, "conflict; re-reading the claim");
+                debug!(claim = %claim_key(&o.claim), action, "conflict; re-reading the claim and its objects");
                 replaced.extend(before);
-                if !refresh_claim(o, ctx).await? {
+                if !reobserve(o, ctx).await? {
                     return Ok(Action::await_change());
                 }
             }
@@ -127,21 +132,46 @@ async fn run_steps<P: Provisioner>(
 /// Replaces the pass's copy of the claim with the API's. `false` if the
 /// claim is gone, or is another claim of the same name now.
 async fn refresh_claim<P>(o: &mut Observed, ctx: &Context<P>) -> Result<bool> {
+    match fresh_claim(o, ctx).await? {
+        Some(fresh) => {
+            o.claim = fresh;
+            Ok(true)
+        }
+        None => Ok(false),
+    }
+}
+
+/// Replaces everything the pass observed with the API's current state,
+/// keeping what the pass itself did (access obtained, teardown run).
+/// `false` if the claim is gone, or is another claim of the same name now.
+async fn reobserve<P: Provisioner>(o: &mut Observed, ctx: &Context<P>) -> Result<bool> {
+    let Some(claim) = fresh_claim(o, ctx).await? else {
+        return Ok(false);
+    };
+    let fresh = observe(&claim, ctx, Source::Api).await?;
+    *o = Observed {
+        access: o.access.take(),
+        torn_down: o.torn_down,
+        prepared_now: o.prepared_now,
+        // Contents are re-checked against the fresh copies.
+        secret_synced: false,
+        config_map_synced: false,
+        ..fresh
+    };
+    Ok(true)
+}
+
+/// The claim as the API has it now, if it is still the pass's claim.
+async fn fresh_claim<P>(o: &Observed, ctx: &Context<P>) -> Result<Option<ObjectBucketClaim>> {
     let api: Api<ObjectBucketClaim> = Api::namespaced(
         ctx.client.clone(),
         o.claim.metadata.namespace.as_deref().unwrap_or_default(),
     );
-    match api
+    let found = api
         .get_opt(&o.claim.name_any())
         .await
-        .map_err(Error::kube("re-read the claim"))?
-    {
-        Some(fresh) if fresh.metadata.uid == o.claim.metadata.uid => {
-            o.claim = fresh;
-            Ok(true)
-        }
-        _ => Ok(false),
-    }
+        .map_err(Error::kube("re-read the claim"))?;
+    Ok(found.filter(|fresh| fresh.metadata.uid == o.claim.metadata.uid))
 }
 
 fn claim_key(claim: &ObjectBucketClaim) -> String {
@@ -152,10 +182,32 @@ fn claim_key(claim: &ObjectBucketClaim) -> String {
     )
 }
 
-/// Reads what the decision needs: caches first, the API where a cache has
-/// nothing (it may lag behind the writes of the previous pass, and it does
-/// not hold Secrets or ConfigMaps that carry no label of ours).
-async fn observe<P: Provisioner>(claim: &ObjectBucketClaim, ctx: &Context<P>) -> Result<Observed> {
+/// Where [`observe`] reads the ObjectBucket, Secret and ConfigMap.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Source {
+    /// Caches first, the API where a cache has nothing (it may lag behind
+    /// the writes of the previous pass, and it does not hold Secrets or
+    /// ConfigMaps that carry no label of ours).
+    CachesFirst,
+    /// The API only: after a conflict showed a cached copy is out of date.
+    Api,
+}
+
+impl Source {
+    fn cache<K>(self, stores: &super::ChildStores<K>) -> Option<&super::ChildStores<K>>
+    where
+        K: kube::Resource<DynamicType = ()> + Clone + 'static,
+    {
+        (self == Source::CachesFirst).then_some(stores)
+    }
+}
+
+/// Reads what the decision needs (the class always from its cache).
+async fn observe<P: Provisioner>(
+    claim: &ObjectBucketClaim,
+    ctx: &Context<P>,
+    source: Source,
+) -> Result<Observed> {
     let ns = claim
         .namespace()
         .ok_or(Error::MissingField("claim namespace"))?;
@@ -175,8 +227,12 @@ async fn observe<P: Provisioner>(claim: &ObjectBucketClaim, ctx: &Context<P>) ->
 
     // New claims miss all three caches: look them up side by side.
     let ob_name = plan::object_bucket_name(claim);
+    let cached = |ob_name| match source {
+        Source::CachesFirst => ctx.buckets.get(&ObjectRef::new(ob_name)),
+        Source::Api => None,
+    };
     let ob = async {
-        match ctx.buckets.get(&ObjectRef::new(&ob_name)) {
+        match cached(&ob_name) {
             Some(ob) => Ok(Some(ObjectBucket::clone(&ob))),
             None => {
                 get_opt(
@@ -190,8 +246,8 @@ async fn observe<P: Provisioner>(claim: &ObjectBucketClaim, ctx: &Context<P>) ->
     };
     let (ob, secret, config_map) = futures::try_join!(
         ob,
-        child_meta(ctx, &ctx.secrets, &ns, &name),
-        child_meta(ctx, &ctx.config_maps, &ns, &name),
+        child_meta(ctx, source.cache(&ctx.secrets), &ns, &name),
+        child_meta(ctx, source.cache(&ctx.config_maps), &ns, &name),
     )?;
 
     let mut o = observed(claim.clone(), class, ctx);
@@ -218,16 +274,18 @@ fn observed<P>(claim: ObjectBucketClaim, class: ClassState, ctx: &Context<P>) ->
     }
 }
 
+/// Metadata of the Secret or ConfigMap `ns/name`: from `stores` if given
+/// and it holds the object, else from the API.
 pub(super) async fn child_meta<P, K>(
     ctx: &Context<P>,
-    stores: &super::ChildStores<K>,
+    stores: Option<&super::ChildStores<K>>,
     ns: &str,
     name: &str,
 ) -> Result<Option<ObjectMeta>>
 where
     K: writes::Child,
 {
-    if let Some(meta) = stores.get(ns, name) {
+    if let Some(meta) = stores.and_then(|s| s.get(ns, name)) {
         return Ok(Some(meta));
     }
     let api: Api<K> = Api::namespaced(ctx.client.clone(), ns);
