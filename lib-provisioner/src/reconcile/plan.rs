@@ -174,6 +174,23 @@ pub(crate) enum Step {
     Done,
 }
 
+impl Step {
+    /// Whether the step writes the claim (and its Events) and nothing else:
+    /// then a conflict can only be on the claim, and the pass's own copies
+    /// of the other objects are still what it last wrote or read.
+    pub(crate) fn writes_only_the_claim(&self) -> bool {
+        matches!(
+            self,
+            Step::Reject(_)
+                | Step::Wait(_)
+                | Step::PrepareClaim { .. }
+                | Step::BindClaim
+                | Step::MarkClaimBound
+                | Step::RemoveClaimFinalizer
+        )
+    }
+}
+
 /// The next step for a claim.
 pub(crate) fn next_step(o: &Observed) -> Step {
     if o.claim.metadata.deletion_timestamp.is_some() {

@@ -30,6 +30,9 @@ struct State {
 pub struct Tracker {
     state: Mutex<State>,
     changed: watch::Sender<u64>,
+    /// The watch task, stopped before the control plane is: otherwise it
+    /// logs the apiserver's shutdown as a watch failure.
+    task: std::sync::OnceLock<tokio::task::AbortHandle>,
 }
 
 pub fn key(ns: &str, name: &str) -> String {
@@ -43,10 +46,11 @@ impl Tracker {
         let tracker = Arc::new(Self {
             state: Mutex::new(State::default()),
             changed: tx,
+            task: std::sync::OnceLock::new(),
         });
         let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
         let t = tracker.clone();
-        tokio::spawn(async move {
+        let task = tokio::spawn(async move {
             let api: Api<ObjectBucketClaim> = Api::all(client);
             let mut events = watcher(api, watcher::Config::default())
                 .default_backoff()
@@ -70,11 +74,19 @@ impl Tracker {
                 t.changed.send_modify(|n| *n += 1);
             }
         });
+        let _ = tracker.task.set(task.abort_handle());
         tokio::time::timeout(Duration::from_secs(30), ready_rx)
             .await
             .context("the claim watch did not list in 30 s")?
             .context("the claim watch stopped")?;
         Ok(tracker)
+    }
+
+    /// Stops the watch.
+    pub fn stop(&self) {
+        if let Some(task) = self.task.get() {
+            task.abort();
+        }
     }
 
     fn saw(&self, c: &ObjectBucketClaim, now: Instant, deleted: bool) {

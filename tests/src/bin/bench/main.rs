@@ -700,6 +700,7 @@ async fn main() -> Result<()> {
         logs: 0,
     };
     let summary = benchmark(&mut run, &config).await;
+    run.tracker.stop();
     let summary = match summary {
         Ok(s) => s,
         Err(e) => {
