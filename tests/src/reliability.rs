@@ -1242,11 +1242,19 @@ pub async fn wait_all_gone(
 // The summary table
 // ---------------------------------------------------------------------------
 
+/// The environment variable naming the file every reliability test appends
+/// its figures to, one [`Record`] per line (JSON), for the suite-wide table
+/// that `reliability-report` prints after `cargo test`. `scripts/test` sets
+/// it; unset, nothing is appended.
+pub const REPORT_ENV: &str = "OBC_RELIABILITY_REPORT";
+
 /// The figures a reliability test reports at its end.
 #[derive(Debug)]
 pub struct Summary {
     test: String,
     started: Instant,
+    /// Whether the test failed (its scenario, or the credential scan).
+    pub failed: bool,
     /// Scenarios run.
     pub scenarios: usize,
     /// Crashes injected (failpoint aborts, SIGKILLs, freezes).
@@ -1269,6 +1277,7 @@ impl Summary {
         Self {
             test: test.to_owned(),
             started: Instant::now(),
+            failed: false,
             scenarios: 0,
             crashes: 0,
             faults: 0,
@@ -1323,23 +1332,27 @@ impl Summary {
             "wall time".into(),
             format!("{:.1}s", self.started.elapsed().as_secs_f64()),
         ));
-        let w = rows
-            .iter()
-            .map(|(k, _)| k.chars().count())
-            .max()
-            .unwrap_or(0);
-        let v = rows
-            .iter()
-            .map(|(_, v)| v.chars().count())
-            .max()
-            .unwrap_or(0);
-        let mut out = format!("\n== reliability summary: {} ==\n", self.test);
-        let _ = writeln!(out, "| {:<w$} | {:>v$} |", "what", "count");
-        let _ = writeln!(out, "|{}|{}|", "-".repeat(w + 2), "-".repeat(v + 2));
-        for (k, val) in rows {
-            let _ = writeln!(out, "| {k:<w$} | {val:>v$} |");
+        let rows: Vec<Vec<String>> = rows.into_iter().map(|(k, v)| vec![k, v]).collect();
+        format!(
+            "\n== reliability summary: {} ==\n{}",
+            self.test,
+            markdown_table(&["what", "count"], &rows)
+        )
+    }
+
+    /// The figures the suite-wide table adds up.
+    pub fn to_record(&self) -> Record {
+        Record {
+            test: self.test.clone(),
+            failed: self.failed,
+            scenarios: self.scenarios,
+            crashes: self.crashes,
+            faults: self.faults,
+            bad_inputs: self.bad_inputs,
+            lost: self.lost,
+            orphaned: self.orphaned,
+            wall_secs: self.started.elapsed().as_secs_f64(),
         }
-        out
     }
 
     /// Prints the table (past the test harness's capture) and appends it to
@@ -1354,7 +1367,137 @@ impl Summary {
         {
             let _ = f.write_all(table.as_bytes());
         }
+        if let Some(path) = std::env::var_os(REPORT_ENV) {
+            let appended = serde_json::to_string(&self.to_record())
+                .map_err(std::io::Error::other)
+                .and_then(|line| {
+                    std::fs::OpenOptions::new()
+                        .create(true)
+                        .append(true)
+                        .open(&path)?
+                        .write_all(format!("{line}\n").as_bytes())
+                });
+            if let Err(e) = appended {
+                eprintln!("cannot append to {}: {e}", Path::new(&path).display());
+            }
+        }
     }
+}
+
+/// One test's line in the suite-wide table.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Record {
+    /// The test's summary title.
+    pub test: String,
+    /// Whether it failed.
+    pub failed: bool,
+    /// Scenarios run.
+    pub scenarios: usize,
+    /// Crashes injected.
+    pub crashes: usize,
+    /// Dependency faults survived.
+    pub faults: usize,
+    /// Bad inputs tried.
+    pub bad_inputs: usize,
+    /// Buckets lost.
+    pub lost: usize,
+    /// Buckets, ObjectBuckets, Secrets or ConfigMaps orphaned.
+    pub orphaned: usize,
+    /// Wall time of the test.
+    pub wall_secs: f64,
+}
+
+/// The suite-wide table: one row per test (sorted by title), then the
+/// totals. Wall times add up to more than the suite's, as tests run side by
+/// side.
+pub fn suite_table(records: &[Record]) -> String {
+    let mut records = records.to_vec();
+    records.sort_by(|a, b| a.test.cmp(&b.test));
+    let row = |name: String, r: &Record| {
+        vec![
+            name,
+            if r.failed { "FAILED" } else { "ok" }.to_owned(),
+            r.scenarios.to_string(),
+            r.crashes.to_string(),
+            r.faults.to_string(),
+            r.bad_inputs.to_string(),
+            r.lost.to_string(),
+            r.orphaned.to_string(),
+            format!("{:.1}s", r.wall_secs),
+        ]
+    };
+    let mut total = Record {
+        test: String::new(),
+        failed: false,
+        scenarios: 0,
+        crashes: 0,
+        faults: 0,
+        bad_inputs: 0,
+        lost: 0,
+        orphaned: 0,
+        wall_secs: 0.0,
+    };
+    let mut rows = Vec::with_capacity(records.len() + 1);
+    for r in &records {
+        total.failed |= r.failed;
+        total.scenarios += r.scenarios;
+        total.crashes += r.crashes;
+        total.faults += r.faults;
+        total.bad_inputs += r.bad_inputs;
+        total.lost += r.lost;
+        total.orphaned += r.orphaned;
+        total.wall_secs += r.wall_secs;
+        rows.push(row(r.test.clone(), r));
+    }
+    rows.push(row(format!("total ({} tests)", records.len()), &total));
+    markdown_table(
+        &[
+            "test",
+            "result",
+            "scenarios",
+            "crashes injected",
+            "faults survived",
+            "bad inputs",
+            "buckets lost",
+            "orphans",
+            "wall time",
+        ],
+        &rows,
+    )
+}
+
+/// A Markdown table: the first column left-aligned, the others right-aligned,
+/// every column as wide as its widest cell (header included).
+fn markdown_table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: &mut dyn Iterator<Item = &str>| {
+        let mut out = String::from("|");
+        for (i, (cell, w)) in cells.zip(&widths).enumerate() {
+            let _ = if i == 0 {
+                write!(out, " {cell:<w$} |")
+            } else {
+                write!(out, " {cell:>w$} |")
+            };
+        }
+        out.push('\n');
+        out
+    };
+    let mut out = line(&mut header.iter().copied());
+    out.push('|');
+    for w in &widths {
+        out.push_str(&"-".repeat(w + 2));
+        out.push('|');
+    }
+    out.push('\n');
+    for row in rows {
+        out.push_str(&line(&mut row.iter().map(String::as_str)));
+    }
+    out
 }
 
 #[cfg(test)]
@@ -1401,6 +1544,52 @@ mod tests {
             leaks.iter().all(|l| !l.what.contains("value-for")),
             "{leaks:?}"
         );
+    }
+
+    #[test]
+    fn the_suite_table_adds_up_every_test_and_aligns_its_columns() {
+        let one = |test: &str, scenarios, failed| Record {
+            test: test.into(),
+            failed,
+            scenarios,
+            crashes: 2,
+            faults: 1,
+            bad_inputs: 0,
+            lost: 0,
+            orphaned: usize::from(failed),
+            wall_secs: 1.25,
+        };
+        let table = suite_table(&[one("b", 3, false), one("a", 40, true)]);
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(lines.len(), 5, "{table}");
+        assert!(lines[2].starts_with("| a "), "sorted by title:\n{table}");
+        assert!(lines[2].contains("FAILED") && lines[3].contains(" ok "));
+        assert_eq!(
+            lines[4].split('|').map(str::trim).collect::<Vec<_>>(),
+            vec![
+                "",
+                "total (2 tests)",
+                "FAILED",
+                "43",
+                "4",
+                "2",
+                "0",
+                "0",
+                "1",
+                "2.5s",
+                ""
+            ]
+        );
+        let width = lines[0].chars().count();
+        assert!(lines.iter().all(|l| l.chars().count() == width), "{table}");
+    }
+
+    #[test]
+    fn a_summary_table_is_as_wide_as_its_header() {
+        let table = Summary::new("t").table();
+        let lines: Vec<&str> = table.lines().filter(|l| l.starts_with('|')).collect();
+        let width = lines[0].chars().count();
+        assert!(lines.iter().all(|l| l.chars().count() == width), "{table}");
     }
 
     #[test]

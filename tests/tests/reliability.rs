@@ -102,6 +102,7 @@ async fn finish(suite: &Suite, namespaces: &[&str], mut summary: Summary, result
         Err(_) => summary.note("logs scanned for credentials", "LEAK"),
     }
     summary.note("claim Secrets registered", registered);
+    summary.failed = result.is_err() || scan.is_err() || summary.lost > 0 || summary.orphaned > 0;
     summary.print(logs());
     if let Err(e) = result {
         panic!("{e:#}");
