@@ -341,6 +341,7 @@ impl<P: Provisioner> ControllerBuilder<P> {
             pruned_binds: Default::default(),
             leadership,
             superseded: Default::default(),
+            superseded_buckets: Default::default(),
             in_flight: Default::default(),
         });
 

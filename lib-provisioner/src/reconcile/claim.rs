@@ -41,7 +41,7 @@ pub(crate) async fn reconcile<P: Provisioner>(
     // Decisions read the class and ObjectBucket caches: an unsynced cache
     // would make a bound claim look new (or its class look missing).
     ctx.caches_ready().await;
-    if ctx.superseded.is_stale(&claim) {
+    if ctx.superseded.is_stale(&claim.metadata) {
         // The watch event with our own last write is on its way, and it
         // triggers the next pass; the requeue is only a safety net.
         debug!(claim = %claim_key(&claim), "cached claim predates our last write; waiting for the watch");
@@ -55,10 +55,13 @@ pub(crate) async fn reconcile<P: Provisioner>(
         .map(|uid| ctx.in_flight.enter(uid));
     let started = Instant::now();
     let mut o = observe(&claim, &ctx, Source::CachesFirst).await?;
-    let mut replaced = Vec::new();
+    let mut replaced = Replaced::default();
     let result = run_steps(&mut o, &ctx, &mut replaced).await;
     if let Some(uid) = &claim.metadata.uid {
-        ctx.superseded.record(uid, replaced);
+        ctx.superseded.record(uid, replaced.claim);
+    }
+    if let Some(uid) = replaced.bucket_uid {
+        ctx.superseded_buckets.record(&uid, replaced.bucket);
     }
     ctx.metrics
         .reconciled(started.elapsed(), result.as_ref().err());
@@ -75,12 +78,20 @@ const STALE_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 /// write) a pass absorbs by re-reading the claim before it gives up.
 const MAX_CONFLICTS: usize = 8;
 
+/// The claim and ObjectBucket versions a pass's own writes superseded.
+#[derive(Default)]
+struct Replaced {
+    claim: Vec<String>,
+    bucket: Vec<String>,
+    bucket_uid: Option<String>,
+}
+
 /// Runs steps until one stops the pass. Collects in `replaced` the claim
-/// versions the pass's own writes superseded.
+/// and ObjectBucket versions the pass's own writes superseded.
 async fn run_steps<P: Provisioner>(
     o: &mut Observed,
     ctx: &Context<P>,
-    replaced: &mut Vec<String>,
+    replaced: &mut Replaced,
 ) -> Result<Action> {
     let mut conflicts = 0;
     for _ in 0..MAX_STEPS + MAX_CONFLICTS {
@@ -89,11 +100,25 @@ async fn run_steps<P: Provisioner>(
         let step = plan::next_step(o);
         debug!(claim = %claim_key(&o.claim), ?step, "next step");
         let before = o.claim.metadata.resource_version.clone();
+        let ob_before = o.ob.as_ref().map(|ob| ob.metadata.clone());
         let removes_finalizer = matches!(step, Step::RemoveClaimFinalizer);
         let claim_only = step.writes_only_the_claim();
         let flow = execute(step, o, ctx).await;
         if o.claim.metadata.resource_version != before || (removes_finalizer && flow.is_ok()) {
-            replaced.extend(before.clone());
+            replaced.claim.extend(before.clone());
+        }
+        if let Some(ob_before) = ob_before {
+            // A written ObjectBucket (or a deleted one) makes the copy the
+            // pass started from stale; the next pass reads it from the API
+            // if the cache still holds it.
+            let ob_after = o.ob.as_ref().map(|ob| &ob.metadata);
+            if ob_after.and_then(|m| m.resource_version.as_ref())
+                != ob_before.resource_version.as_ref()
+                && ob_after.is_none_or(|m| m.uid == ob_before.uid)
+            {
+                replaced.bucket_uid.clone_from(&ob_before.uid);
+                replaced.bucket.extend(ob_before.resource_version);
+            }
         }
         match flow {
             Ok(Flow::Continue) => {}
@@ -111,7 +136,7 @@ async fn run_steps<P: Provisioner>(
                 conflicts += 1;
                 ctx.metrics.conflict();
                 debug!(claim = %claim_key(&o.claim), action, claim_only, "conflict; re-reading");
-                replaced.extend(before);
+                replaced.claim.extend(before);
                 let current = if claim_only {
                     refresh_claim(o, ctx).await?
                 } else {
@@ -128,7 +153,7 @@ async fn run_steps<P: Provisioner>(
                 if let Some(uid) = &o.claim.metadata.uid {
                     ctx.superseded.forget(uid);
                 }
-                replaced.clear();
+                *replaced = Replaced::default();
                 return Ok(Action::await_change());
             }
             Err(e) => return Err(e),
@@ -236,7 +261,12 @@ async fn observe<P: Provisioner>(
     // New claims miss all three caches: look them up side by side.
     let ob_name = plan::object_bucket_name(claim);
     let cached = |ob_name| match source {
-        Source::CachesFirst => ctx.buckets.get(&ObjectRef::new(ob_name)),
+        // A copy our own writes replaced (its watch event is in flight):
+        // acting on it would repeat the last write, so read the current one.
+        Source::CachesFirst => ctx
+            .buckets
+            .get(&ObjectRef::new(ob_name))
+            .filter(|ob| !ctx.superseded_buckets.is_stale(&ob.metadata)),
         Source::Api => None,
     };
     let ob = async {

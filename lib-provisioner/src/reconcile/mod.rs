@@ -65,6 +65,8 @@ pub(crate) struct Context<P> {
     pub leadership: Option<Arc<Leadership>>,
     /// Claim versions this controller's own writes replaced, per claim UID.
     pub superseded: Superseded,
+    /// The same for ObjectBuckets, per ObjectBucket UID.
+    pub superseded_buckets: Superseded,
     /// UIDs of claims a pass is working on right now.
     pub in_flight: InFlight,
 }
@@ -111,13 +113,15 @@ impl Drop for InFlightGuard {
     }
 }
 
-/// Claim versions this controller's own writes replaced, per claim UID.
+/// Object versions this controller's own writes replaced, per object UID
+/// (one map for claims, one for ObjectBuckets).
 ///
 /// A pass's writes trigger watch events for the same claim, and the next
-/// pass may start from a cache that does not hold the last write yet. A
-/// claim in a version that one of our writes replaced is such a stale copy:
+/// pass may start from a cache that does not hold the last write yet. An
+/// object in a version that one of our writes replaced is such a stale copy:
 /// acting on it would repeat the write (an Event twice, a 409, a PATCH
-/// answered 404). Equality only: resourceVersions are opaque, not ordered.
+/// answered 404, the ObjectBucket's `Bound` status again). Equality only:
+/// resourceVersions are opaque, not ordered.
 #[derive(Default)]
 pub(crate) struct Superseded(Mutex<HashMap<String, (Vec<String>, std::time::Instant)>>);
 
@@ -126,19 +130,22 @@ impl Superseded {
     /// cache that has not caught up by then is re-read from the API instead.
     const PATIENCE: Duration = Duration::from_secs(10);
 
-    /// Records that our writes replaced these versions of claim `uid`.
+    /// Records that our writes replaced these versions of object `uid`.
     pub(crate) fn record(&self, uid: &str, versions: Vec<String>) {
-        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
         if versions.is_empty() {
             return;
         }
+        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        // Entries past their patience no longer count; dropping them here
+        // keeps objects deleted before their next lookup from piling up.
+        map.retain(|_, (_, at)| at.elapsed() < Self::PATIENCE);
         map.insert(uid.to_owned(), (versions, std::time::Instant::now()));
     }
 
-    /// Whether this copy of the claim is one our writes replaced (and the
-    /// cache has not caught up yet). Forgets the claim once it has.
-    pub(crate) fn is_stale(&self, claim: &ObjectBucketClaim) -> bool {
-        let (Some(uid), Some(rv)) = (&claim.metadata.uid, &claim.metadata.resource_version) else {
+    /// Whether this copy of the object is one our writes replaced (and the
+    /// cache has not caught up yet). Forgets the object once it has.
+    pub(crate) fn is_stale(&self, meta: &ObjectMeta) -> bool {
+        let (Some(uid), Some(rv)) = (&meta.uid, &meta.resource_version) else {
             return false;
         };
         let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
@@ -152,9 +159,14 @@ impl Superseded {
         }
     }
 
-    /// Forgets a claim (deleted).
+    /// Forgets an object (deleted).
     pub(crate) fn forget(&self, uid: &str) {
         self.0.lock().unwrap_or_else(|p| p.into_inner()).remove(uid);
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 }
 
@@ -348,4 +360,49 @@ where
     };
     debug!(object = %key, error = %error, ?delay, "reconcile failed; retrying later");
     Action::requeue(delay)
+}
+
+#[cfg(test)]
+mod superseded_tests {
+    use super::*;
+
+    fn meta(uid: &str, rv: &str) -> ObjectMeta {
+        ObjectMeta {
+            uid: Some(uid.into()),
+            resource_version: Some(rv.into()),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_replaced_version_is_stale_until_the_cache_catches_up() {
+        let s = Superseded::default();
+        s.record("u", vec!["1".into(), "2".into()]);
+        assert!(s.is_stale(&meta("u", "1")));
+        assert!(s.is_stale(&meta("u", "2")));
+        assert!(!s.is_stale(&meta("other", "1")), "per UID");
+        assert!(!s.is_stale(&meta("u", "3")), "the newer version");
+        assert!(!s.is_stale(&meta("u", "1")), "forgotten once caught up");
+        assert_eq!(s.len(), 0);
+    }
+
+    #[test]
+    fn nothing_is_recorded_for_a_pass_that_replaced_nothing() {
+        let s = Superseded::default();
+        s.record("u", Vec::new());
+        assert_eq!(s.len(), 0);
+        assert!(!s.is_stale(&ObjectMeta::default()));
+    }
+
+    #[test]
+    fn entries_past_their_patience_are_dropped_when_others_are_recorded() {
+        let s = Superseded::default();
+        s.record("gone", vec!["1".into()]);
+        if let Some(at) = std::time::Instant::now().checked_sub(Superseded::PATIENCE) {
+            s.0.lock().expect("lock").get_mut("gone").expect("entry").1 = at;
+        }
+        s.record("new", vec!["7".into()]);
+        assert_eq!(s.len(), 1);
+        assert!(s.is_stale(&meta("new", "7")));
+    }
 }
