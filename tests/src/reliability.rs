@@ -1248,13 +1248,9 @@ pub async fn wait_all_gone(
 /// it; unset, nothing is appended.
 pub const REPORT_ENV: &str = "OBC_RELIABILITY_REPORT";
 
-/// The figures a reliability test reports at its end.
-#[derive(Debug)]
-pub struct Summary {
-    test: String,
-    started: Instant,
-    /// Whether the test failed (its scenario, or the credential scan).
-    pub failed: bool,
+/// The figures every reliability test reports, and the suite adds up.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Counts {
     /// Scenarios run.
     pub scenarios: usize,
     /// Crashes injected (failpoint aborts, SIGKILLs, freezes).
@@ -1267,6 +1263,56 @@ pub struct Summary {
     pub lost: usize,
     /// Buckets, ObjectBuckets, Secrets or ConfigMaps orphaned.
     pub orphaned: usize,
+}
+
+impl Counts {
+    /// The names of [`Counts::cells`], in a test's own table.
+    const NAMES: [&'static str; 6] = [
+        "scenarios run",
+        "crashes injected",
+        "faults survived",
+        "bad inputs tried",
+        "buckets lost",
+        "orphans (bucket/OB/Secret/ConfigMap)",
+    ];
+
+    /// The figures as table cells, in the order of [`Counts::NAMES`].
+    fn cells(&self) -> [String; 6] {
+        [
+            self.scenarios,
+            self.crashes,
+            self.faults,
+            self.bad_inputs,
+            self.lost,
+            self.orphaned,
+        ]
+        .map(|n| n.to_string())
+    }
+
+    fn add(&mut self, other: &Counts) {
+        self.scenarios += other.scenarios;
+        self.crashes += other.crashes;
+        self.faults += other.faults;
+        self.bad_inputs += other.bad_inputs;
+        self.lost += other.lost;
+        self.orphaned += other.orphaned;
+    }
+
+    /// No bucket lost, nothing orphaned.
+    pub fn clean(&self) -> bool {
+        self.lost == 0 && self.orphaned == 0
+    }
+}
+
+/// The figures a reliability test reports at its end.
+#[derive(Debug)]
+pub struct Summary {
+    test: String,
+    started: Instant,
+    /// Whether the test failed (its scenario, or the credential scan).
+    pub failed: bool,
+    /// The figures the suite adds up.
+    pub counts: Counts,
     /// Other figures, in order.
     pub notes: Vec<(String, String)>,
 }
@@ -1278,12 +1324,7 @@ impl Summary {
             test: test.to_owned(),
             started: Instant::now(),
             failed: false,
-            scenarios: 0,
-            crashes: 0,
-            faults: 0,
-            bad_inputs: 0,
-            lost: 0,
-            orphaned: 0,
+            counts: Counts::default(),
             notes: Vec::new(),
         }
     }
@@ -1295,14 +1336,14 @@ impl Summary {
 
     /// Counts the problems of an agreement check.
     pub fn record(&mut self, a: &Agreement) {
-        self.lost += a.lost.len();
-        self.orphaned += a.orphaned.len();
+        self.counts.lost += a.lost.len();
+        self.counts.orphaned += a.orphaned.len();
     }
 
     /// Counts the problems of an agreement check, and fails on any.
     pub fn check(&mut self, when: &str, a: &Agreement) -> Result<()> {
-        self.lost += a.lost.len();
-        self.orphaned += a.orphaned.len();
+        self.counts.lost += a.lost.len();
+        self.counts.orphaned += a.orphaned.len();
         if !a.ok() {
             bail!(
                 "{when}: the cluster and the store disagree ({} claims, {} buckets):\n{}",
@@ -1316,17 +1357,11 @@ impl Summary {
 
     /// The table.
     pub fn table(&self) -> String {
-        let mut rows: Vec<(String, String)> = vec![
-            ("scenarios run".into(), self.scenarios.to_string()),
-            ("crashes injected".into(), self.crashes.to_string()),
-            ("faults survived".into(), self.faults.to_string()),
-            ("bad inputs tried".into(), self.bad_inputs.to_string()),
-            ("buckets lost".into(), self.lost.to_string()),
-            (
-                "orphans (bucket/OB/Secret/ConfigMap)".into(),
-                self.orphaned.to_string(),
-            ),
-        ];
+        let mut rows: Vec<(String, String)> = Counts::NAMES
+            .iter()
+            .map(|n| (*n).to_owned())
+            .zip(self.counts.cells())
+            .collect();
         rows.extend(self.notes.iter().cloned());
         rows.push((
             "wall time".into(),
@@ -1345,12 +1380,7 @@ impl Summary {
         Record {
             test: self.test.clone(),
             failed: self.failed,
-            scenarios: self.scenarios,
-            crashes: self.crashes,
-            faults: self.faults,
-            bad_inputs: self.bad_inputs,
-            lost: self.lost,
-            orphaned: self.orphaned,
+            counts: self.counts.clone(),
             wall_secs: self.started.elapsed().as_secs_f64(),
         }
     }
@@ -1385,24 +1415,15 @@ impl Summary {
 }
 
 /// One test's line in the suite-wide table.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Record {
     /// The test's summary title.
     pub test: String,
     /// Whether it failed.
     pub failed: bool,
-    /// Scenarios run.
-    pub scenarios: usize,
-    /// Crashes injected.
-    pub crashes: usize,
-    /// Dependency faults survived.
-    pub faults: usize,
-    /// Bad inputs tried.
-    pub bad_inputs: usize,
-    /// Buckets lost.
-    pub lost: usize,
-    /// Buckets, ObjectBuckets, Secrets or ConfigMaps orphaned.
-    pub orphaned: usize,
+    /// Its figures.
+    #[serde(flatten)]
+    pub counts: Counts,
     /// Wall time of the test.
     pub wall_secs: f64,
 }
@@ -1414,38 +1435,16 @@ pub fn suite_table(records: &[Record]) -> String {
     let mut records = records.to_vec();
     records.sort_by(|a, b| a.test.cmp(&b.test));
     let row = |name: String, r: &Record| {
-        vec![
-            name,
-            if r.failed { "FAILED" } else { "ok" }.to_owned(),
-            r.scenarios.to_string(),
-            r.crashes.to_string(),
-            r.faults.to_string(),
-            r.bad_inputs.to_string(),
-            r.lost.to_string(),
-            r.orphaned.to_string(),
-            format!("{:.1}s", r.wall_secs),
-        ]
+        let mut cells = vec![name, if r.failed { "FAILED" } else { "ok" }.to_owned()];
+        cells.extend(r.counts.cells());
+        cells.push(format!("{:.1}s", r.wall_secs));
+        cells
     };
-    let mut total = Record {
-        test: String::new(),
-        failed: false,
-        scenarios: 0,
-        crashes: 0,
-        faults: 0,
-        bad_inputs: 0,
-        lost: 0,
-        orphaned: 0,
-        wall_secs: 0.0,
-    };
+    let mut total = Record::default();
     let mut rows = Vec::with_capacity(records.len() + 1);
     for r in &records {
         total.failed |= r.failed;
-        total.scenarios += r.scenarios;
-        total.crashes += r.crashes;
-        total.faults += r.faults;
-        total.bad_inputs += r.bad_inputs;
-        total.lost += r.lost;
-        total.orphaned += r.orphaned;
+        total.counts.add(&r.counts);
         total.wall_secs += r.wall_secs;
         rows.push(row(r.test.clone(), r));
     }
@@ -1551,12 +1550,14 @@ mod tests {
         let one = |test: &str, scenarios, failed| Record {
             test: test.into(),
             failed,
-            scenarios,
-            crashes: 2,
-            faults: 1,
-            bad_inputs: 0,
-            lost: 0,
-            orphaned: usize::from(failed),
+            counts: Counts {
+                scenarios,
+                crashes: 2,
+                faults: 1,
+                bad_inputs: 0,
+                lost: 0,
+                orphaned: usize::from(failed),
+            },
             wall_secs: 1.25,
         };
         let table = suite_table(&[one("b", 3, false), one("a", 40, true)]);

@@ -102,7 +102,7 @@ async fn finish(suite: &Suite, namespaces: &[&str], mut summary: Summary, result
         Err(_) => summary.note("logs scanned for credentials", "LEAK"),
     }
     summary.note("claim Secrets registered", registered);
-    summary.failed = result.is_err() || scan.is_err() || summary.lost > 0 || summary.orphaned > 0;
+    summary.failed = result.is_err() || scan.is_err() || !summary.counts.clean();
     summary.print(logs());
     if let Err(e) = result {
         panic!("{e:#}");
@@ -110,8 +110,8 @@ async fn finish(suite: &Suite, namespaces: &[&str], mut summary: Summary, result
     if let Err(e) = scan {
         panic!("{e:#}");
     }
-    assert_eq!(summary.lost, 0, "buckets lost");
-    assert_eq!(summary.orphaned, 0, "orphans left");
+    assert_eq!(summary.counts.lost, 0, "buckets lost");
+    assert_eq!(summary.counts.orphaned, 0, "orphans left");
 }
 
 fn claims(client: &Client, ns: &str) -> Api<ObjectBucketClaim> {
@@ -389,8 +389,8 @@ async fn crash_points(suite: &Suite, namespaces: &[String], summary: &mut Summar
         summary.check(&format!("{point}, after deletion"), &a)?;
 
         let crashes: usize = runs.iter().map(|r| r.crashes).sum();
-        summary.scenarios += LANES;
-        summary.crashes += crashes;
+        summary.counts.scenarios += LANES;
+        summary.counts.crashes += crashes;
         let lanes_fired = runs.iter().filter(|r| r.crashes > 0).count();
         if lanes_fired < LANES {
             never_fired.push(format!("{point} ({lanes_fired} of {LANES} lanes)"));
@@ -454,12 +454,12 @@ async fn concurrent_crash(suite: &Suite, summary: &mut Summary) -> Result<()> {
         "the armed process did not crash: {}",
         proc.log_tail(20)
     );
-    summary.crashes += 1;
+    summary.counts.crashes += 1;
     let _proc = launch.unarmed().start(logs())?;
     wait_all_bound(client, ns, &names, T).await?;
     let a = converge(&suite.env, client, &suite.expect(&[ns]), T).await?;
     summary.check("after the restart", &a)?;
-    summary.scenarios = 1;
+    summary.counts.scenarios = 1;
     Ok(())
 }
 
@@ -500,12 +500,12 @@ async fn retain_deleted_mid_provisioning(suite: &Suite, summary: &mut Summary) -
             "the armed process did not crash: {}",
             proc.log_tail(20)
         );
-        summary.crashes += 1;
+        summary.counts.crashes += 1;
         x.deleted.push(delete_claim(client, ns, &name, kind).await?);
         let mut proc = launch.unarmed().start(logs())?;
         wait_all_gone(client, ns, &[name], T).await?;
         proc.kill().await;
-        summary.scenarios += 1;
+        summary.counts.scenarios += 1;
     }
     let a = converge(&suite.env, client, &x, Duration::from_secs(5)).await?;
     summary.check("after deletion", &a)?;
@@ -776,8 +776,8 @@ async fn soak_run(suite: &Suite, n: usize, kills: usize, summary: &mut Summary) 
     summary.check("after the soak", &a)?;
 
     let kills_done = killed.load(Ordering::Relaxed);
-    summary.scenarios = n;
-    summary.crashes = kills_done;
+    summary.counts.scenarios = n;
+    summary.counts.crashes = kills_done;
     summary.note("claims created", n);
     summary.note("claims deleted", gone.len());
     summary.note(
@@ -832,7 +832,7 @@ async fn delete_races_finalizer(suite: &Suite, summary: &mut Summary) -> Result<
     }
     wait_all_gone(client, ns, &names, T).await?;
     let a = converge(&suite.env, client, &x, Duration::from_secs(20)).await?;
-    summary.scenarios = names.len();
+    summary.counts.scenarios = names.len();
     ensure!(proc.is_running(), "{}", proc.log_tail(20));
     summary.check("after the racing deletes", &a)?;
     Ok(())
@@ -954,7 +954,7 @@ async fn interrupted_then_restart(suite: &Suite, summary: &mut Summary) -> Resul
         interrupted_creation(suite, ns, &name, kind, &classes, *intent).await?;
         names.push(name);
     }
-    summary.crashes = names.len();
+    summary.counts.crashes = names.len();
     let mut proc = suite.launch("resumed").start(logs())?;
     wait_all_bound(client, ns, &names, T).await?;
     let a = converge(&suite.env, client, &suite.expect(&[ns]), T).await?;
@@ -963,7 +963,7 @@ async fn interrupted_then_restart(suite: &Suite, summary: &mut Summary) -> Resul
     let intents = store_intents(&suite.env.s3_client()).await?;
     ensure!(intents.is_empty(), "intents left: {intents:?}");
     ensure!(proc.is_running(), "{}", proc.log_tail(20));
-    summary.scenarios = names.len();
+    summary.counts.scenarios = names.len();
     Ok(())
 }
 
@@ -992,12 +992,12 @@ async fn interrupted_then_delete(suite: &Suite, summary: &mut Summary) -> Result
         x.deleted.push(delete_claim(client, ns, &name, kind).await?);
         names.push(name);
     }
-    summary.crashes = names.len();
+    summary.counts.crashes = names.len();
     let mut proc = suite.launch("abandoned").start(logs())?;
     wait_all_gone(client, ns, &names, T).await?;
     let a = converge(&suite.env, client, &x, Duration::from_secs(10)).await?;
     ensure!(proc.is_running(), "{}", proc.log_tail(20));
-    summary.scenarios = names.len();
+    summary.counts.scenarios = names.len();
     summary.check("after deletion", &a)?;
     ensure!(
         a.buckets == 1,
@@ -1114,7 +1114,7 @@ async fn s3_outage(suite: &Suite, summary: &mut Summary) -> Result<()> {
         "the claim was deleted while its bucket could not be"
     );
     suite.env.start_s3().await?;
-    summary.faults += 1;
+    summary.counts.faults += 1;
     wait_all_bound(client, ns, &names, T).await?;
     wait_all_gone(client, ns, &["warm".to_owned()], T).await?;
     let a = converge(&suite.env, client, &x, T).await?;
@@ -1137,7 +1137,7 @@ async fn s3_outage(suite: &Suite, summary: &mut Summary) -> Result<()> {
         "claims were released while the store was down"
     );
     suite.env.start_s3().await?;
-    summary.faults += 1;
+    summary.counts.faults += 1;
     wait_all_gone(client, ns, &names, T).await?;
     let a = converge(&suite.env, client, &x, T).await?;
     summary.check("after deletion", &a)?;
@@ -1146,7 +1146,7 @@ async fn s3_outage(suite: &Suite, summary: &mut Summary) -> Result<()> {
         "the provisioner exited: {}",
         proc.log_tail(30)
     );
-    summary.scenarios = 2;
+    summary.counts.scenarios = 2;
     summary.note("claims", names.len() + 1);
     Ok(())
 }
@@ -1193,7 +1193,7 @@ async fn apiserver_restarts(suite: &Suite, summary: &mut Summary) -> Result<()> 
         "apiserver restart #1",
         format!("{:.1}s", took.elapsed().as_secs_f64()),
     );
-    summary.faults += 1;
+    summary.counts.faults += 1;
     for (i, name) in names.iter().enumerate().skip(10) {
         create(client, ns, name, spec(i)).await?;
     }
@@ -1220,7 +1220,7 @@ async fn apiserver_restarts(suite: &Suite, summary: &mut Summary) -> Result<()> 
         "apiserver restart #2",
         format!("{:.1}s", took.elapsed().as_secs_f64()),
     );
-    summary.faults += 1;
+    summary.counts.faults += 1;
     let back = Instant::now();
     wait_all_gone(client, ns, &doomed, AFTER_RESTART).await?;
     summary.note(
@@ -1234,7 +1234,7 @@ async fn apiserver_restarts(suite: &Suite, summary: &mut Summary) -> Result<()> 
         "the provisioner exited across the restarts: {}",
         proc.log_tail(40)
     );
-    summary.scenarios = 2;
+    summary.counts.scenarios = 2;
     summary.note("claims", names.len());
     Ok(())
 }
@@ -1360,7 +1360,7 @@ async fn conflict_storm(suite: &Suite, summary: &mut Summary) -> Result<()> {
     stop.store(true, Ordering::Relaxed);
     let (writes, storm_ended) = writer.await?;
     bound?;
-    summary.faults += 1;
+    summary.counts.faults += 1;
     summary.note("steady storm: writes", writes);
     summary.note(
         "steady storm: all Bound after",
@@ -1420,7 +1420,7 @@ async fn conflict_storm(suite: &Suite, summary: &mut Summary) -> Result<()> {
         .len();
     summary.note("tight storm: claims left when it ended", left);
     wait_all_gone(client, ns, &names, T).await?;
-    summary.faults += 1;
+    summary.counts.faults += 1;
     summary.note("tight storm: writes", writes);
     summary.note(
         "tight storm: all gone after it ended",
@@ -1444,7 +1444,7 @@ async fn conflict_storm(suite: &Suite, summary: &mut Summary) -> Result<()> {
         deletes >= greenfield_delete as f64,
         "{deletes} delete calls for {greenfield_delete} buckets"
     );
-    summary.scenarios = 2;
+    summary.counts.scenarios = 2;
     Ok(())
 }
 
@@ -1478,7 +1478,7 @@ async fn tight_storm(suite: &Suite, summary: &mut Summary) -> Result<()> {
     let took = started.elapsed();
     stop.store(true, Ordering::Relaxed);
     let (writes, _) = writer.await?;
-    summary.faults += 1;
+    summary.counts.faults += 1;
     summary.note("storm writes", writes);
     summary.note(
         "all Bound in the storm after",
@@ -1493,7 +1493,7 @@ async fn tight_storm(suite: &Suite, summary: &mut Summary) -> Result<()> {
     let a = converge(&suite.env, client, &suite.expect(&[ns]), T).await?;
     summary.check("after the storm", &a)?;
     ensure!(proc.is_running(), "{}", proc.log_tail(20));
-    summary.scenarios = 1;
+    summary.counts.scenarios = 1;
     Ok(())
 }
 
@@ -1645,7 +1645,7 @@ async fn two_replicas(suite: &Suite, summary: &mut Summary) -> Result<()> {
     // 2. SIGKILL the leader: the standby takes over within the lease.
     let killed = Instant::now();
     a.kill().await;
-    summary.crashes += 1;
+    summary.counts.crashes += 1;
     let second = r.claims(6).await?;
     let handover = wait_holder(
         client,
@@ -1684,7 +1684,7 @@ async fn two_replicas(suite: &Suite, summary: &mut Summary) -> Result<()> {
     r.delete_all(summary).await?;
     ensure!(ops(&a) == 0, "the standby acted during deletion");
     ensure!(b.is_running(), "the leader exited: {}", b.log_tail(30));
-    summary.scenarios = 3;
+    summary.counts.scenarios = 3;
     Ok(())
 }
 
@@ -1713,7 +1713,7 @@ async fn frozen_leader(suite: &Suite, summary: &mut Summary) -> Result<()> {
         let before = ops(&leader);
         leader.signal("STOP").await?;
         let frozen = Instant::now();
-        summary.crashes += 1;
+        summary.counts.crashes += 1;
         let handover = wait_holder(
             client,
             standby_id,
@@ -1766,7 +1766,7 @@ async fn frozen_leader(suite: &Suite, summary: &mut Summary) -> Result<()> {
         woken_ops == 0 && woken_steps == 0,
         "woken ex-leaders made {woken_ops} provisioner calls and took {woken_steps} write steps after a new leader took over"
     );
-    summary.scenarios = 3;
+    summary.counts.scenarios = 3;
     Ok(())
 }
 
@@ -2136,7 +2136,7 @@ async fn bad_input(suite: &Suite, summary: &mut Summary) -> Result<()> {
         spec_of(good, None, Some("x")),
     )
     .await?;
-    summary.bad_inputs = cases.len() + 3; // + second, foreign, unwatched
+    summary.counts.bad_inputs = cases.len() + 3; // + second, foreign, unwatched
 
     let api = claims(client, ns);
     let mut problems = Vec::new();
@@ -2327,7 +2327,7 @@ async fn bad_input(suite: &Suite, summary: &mut Summary) -> Result<()> {
         Err(kube::Error::Api(status)) if status.message.contains("reclaimPolicy") => {}
         other => problems.push(format!("a Recycle StorageClass: {other:?}")),
     }
-    summary.bad_inputs += rejected.len() + 1;
+    summary.counts.bad_inputs += rejected.len() + 1;
 
     // Every bad claim can be deleted, and deleting leaves nothing.
     let all_bad: Vec<String> = cases
@@ -2352,7 +2352,7 @@ async fn bad_input(suite: &Suite, summary: &mut Summary) -> Result<()> {
         "the provisioner exited: {}",
         proc.log_tail(30)
     );
-    summary.scenarios = 1;
+    summary.counts.scenarios = 1;
     summary.note("valid claims served alongside", valid.len() + 1);
     ensure!(
         problems.is_empty(),
@@ -2413,13 +2413,13 @@ async fn delete_rejected(suite: &Suite, summary: &mut Summary) -> Result<()> {
         .await?;
         api.delete(name, &DeleteParams::default()).await?;
     }
-    summary.bad_inputs = names.len();
+    summary.counts.bad_inputs = names.len();
     let gone = wait_all_gone(client, ns, &names, Duration::from_secs(20)).await;
     let a = agreement(env, client, &suite.expect(&[ns])).await?;
     summary.record(&a);
     ensure!(proc.is_running(), "{}", proc.log_tail(20));
     gone?;
-    summary.scenarios = 1;
+    summary.counts.scenarios = 1;
     Ok(())
 }
 
@@ -2743,7 +2743,7 @@ async fn upgrades(suite: &Suite, summary: &mut Summary) -> Result<()> {
     x.preexisting.extend(buckets_before.keys().cloned());
     let a = converge(env, client, &x, T).await?;
     summary.check("takeover under the old CRD", &a)?;
-    summary.scenarios += 1;
+    summary.counts.scenarios += 1;
 
     let calls = metric(addr, "obc_provisioner_operations_total{").await?;
     ensure!(calls == 0.0, "the takeover made {calls} provisioner calls");
@@ -2799,7 +2799,7 @@ async fn upgrades(suite: &Suite, summary: &mut Summary) -> Result<()> {
     x.preexisting.extend(buckets_before.keys().cloned());
     let a = converge(env, client, &x, T).await?;
     summary.check("takeover after the CRD upgrade", &a)?;
-    summary.scenarios += 1;
+    summary.counts.scenarios += 1;
 
     // Zero new buckets, zero deletions, no provisioner call, data untouched.
     let buckets_after = store_buckets(&s3).await?;
@@ -2843,7 +2843,7 @@ async fn upgrades(suite: &Suite, summary: &mut Summary) -> Result<()> {
     ensure!(before == after, "a restart wrote to taken-over claims");
     let calls = metric(addr, "obc_provisioner_operations_total{").await?;
     ensure!(calls == 0.0, "the restart made {calls} provisioner calls");
-    summary.crashes += 2;
+    summary.counts.crashes += 2;
 
     // Deleting taken-over claims: a marked greenfield bucket goes, the Go
     // library's unmarked bucket and the brownfield bucket stay.
@@ -2894,7 +2894,7 @@ async fn upgrades(suite: &Suite, summary: &mut Summary) -> Result<()> {
         "the provisioner exited: {}",
         proc.log_tail(30)
     );
-    summary.scenarios += 1;
+    summary.counts.scenarios += 1;
     Ok(())
 }
 
@@ -2944,7 +2944,7 @@ async fn secrets_in_logs(suite: &Suite, summary: &mut Summary) -> Result<()> {
     );
     // A crash and a restart mid-way through deletion, with everything logged.
     proc.kill().await;
-    summary.crashes += 1;
+    summary.counts.crashes += 1;
     let mut x = suite.expect(&[ns]);
     for (name, kind) in names.iter().zip(kinds.iter()) {
         x.deleted.push(delete_claim(client, ns, name, kind).await?);
@@ -2962,7 +2962,7 @@ async fn secrets_in_logs(suite: &Suite, summary: &mut Summary) -> Result<()> {
         obc_tests::reliability::registered_secrets() >= 2,
         "nothing to look for: the S3 secret key and the admin token are not registered"
     );
-    summary.scenarios = 1;
+    summary.counts.scenarios = 1;
     summary.note(
         "credentials registered (whole suite so far)",
         obc_tests::reliability::registered_secrets(),

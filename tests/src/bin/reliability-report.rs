@@ -48,9 +48,7 @@ fn main() -> ExitCode {
     }
     println!("\n== reliability suite: all tests ==");
     print!("{}", suite_table(&records));
-    let bad = records
-        .iter()
-        .any(|r| r.failed || r.lost > 0 || r.orphaned > 0);
+    let bad = records.iter().any(|r| r.failed || !r.counts.clean());
     if bad {
         println!("FAILED: a test failed, or a bucket was lost or orphaned (see its table above)");
         ExitCode::FAILURE
