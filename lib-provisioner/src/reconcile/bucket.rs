@@ -37,23 +37,30 @@ pub(crate) async fn reconcile<P: Provisioner>(
         // Not ours, or nothing of ours left on it.
         return Ok(Action::await_change());
     }
-    let released = ob.status.as_ref().and_then(|s| s.phase) == Some(BucketPhase::Released);
-    match claim_state(&ob, &ctx).await? {
-        // The claim's reconciler owns this ObjectBucket, also while it is
-        // being deleted directly: it stays until the claim is deleted. The
-        // claim's deletion triggers this reconciler; the periodic look is
-        // for a deletion that a watch gap (a relist) never reported.
-        ClaimState::Live => return Ok(Action::requeue(ctx.resync)),
-        ClaimState::Unknown => return Ok(Action::await_change()),
-        ClaimState::Gone => {}
+    if let Some(action) = claim_holds(&ob, &ctx).await? {
+        return Ok(action);
     }
-    if let Some(uid) = ob.spec.claim_ref.as_ref().and_then(|r| r.uid.as_deref())
-        && ctx.in_flight.contains(uid)
+    // Decide on the API's copy, not the cache's: after an apiserver restart
+    // a watch can lag seconds behind the claim's last pass, and a stale copy
+    // that still looks reserved (or not yet released) would delete or
+    // revoke a bucket that pass has just retained.
+    let Some(fresh) = Api::<ObjectBucket>::all(ctx.client.clone())
+        .get_opt(&ob.name_any())
+        .await
+        .map_err(Error::kube("read the ObjectBucket"))?
+    else {
+        return Ok(Action::await_change());
+    };
+    if !has_label(&fresh.metadata, &ctx.label) || !has_finalizer(&fresh.metadata) {
+        return Ok(Action::await_change());
+    }
+    if fresh.spec.claim_ref != ob.spec.claim_ref
+        && let Some(action) = claim_holds(&fresh, &ctx).await?
     {
-        // Its claim's last pass is still running (and may be creating the
-        // bucket): look again once it has finished.
-        return Ok(Action::requeue(std::time::Duration::from_secs(1)));
+        return Ok(action);
     }
+    let ob = fresh;
+    let released = ob.status.as_ref().and_then(|s| s.phase) == Some(BucketPhase::Released);
     ctx.ensure_leading()?;
     if released {
         // Retained: the bucket stays; the ObjectBucket may go.
@@ -91,6 +98,32 @@ pub(crate) async fn reconcile<P: Provisioner>(
     }
     failpoint::hit("after-object-bucket-released");
     Ok(Action::await_change())
+}
+
+/// What to do instead of tearing down, if the ObjectBucket's claim still
+/// holds it: the claim exists, the claimRef names none, or the claim's last
+/// pass is still running. `None`: the claim is gone.
+async fn claim_holds<P: Provisioner>(
+    ob: &ObjectBucket,
+    ctx: &Context<P>,
+) -> Result<Option<Action>> {
+    match claim_state(ob, ctx).await? {
+        // The claim's reconciler owns this ObjectBucket, also while it is
+        // being deleted directly: it stays until the claim is deleted. The
+        // claim's deletion triggers this reconciler; the periodic look is
+        // for a deletion that a watch gap (a relist) never reported.
+        ClaimState::Live => return Ok(Some(Action::requeue(ctx.resync))),
+        ClaimState::Unknown => return Ok(Some(Action::await_change())),
+        ClaimState::Gone => {}
+    }
+    if let Some(uid) = ob.spec.claim_ref.as_ref().and_then(|r| r.uid.as_deref())
+        && ctx.in_flight.contains(uid)
+    {
+        // Its claim's last pass is still running (and may be creating the
+        // bucket): look again once it has finished.
+        return Ok(Some(Action::requeue(std::time::Duration::from_secs(1))));
+    }
+    Ok(None)
 }
 
 #[derive(Debug, PartialEq, Eq)]

@@ -16,7 +16,9 @@ use tracing::{debug, info};
 
 use super::plan::{self, ClassState, Observed, Problem, Step};
 use super::{Context, status};
-use crate::api::{BucketOrigin, BucketPhase, ClaimPhase, ObjectBucket, ObjectBucketClaim};
+use crate::api::{
+    BucketOrigin, BucketPhase, ClaimPhase, ObjectBucket, ObjectBucketClaim, ReclaimPolicy,
+};
 use crate::error::{Error, Result};
 use crate::failpoint;
 use crate::names;
@@ -100,24 +102,28 @@ async fn run_steps<P: Provisioner>(
         let step = plan::next_step(o);
         debug!(claim = %claim_key(&o.claim), ?step, "next step");
         let before = o.claim.metadata.resource_version.clone();
-        let ob_before = o.ob.as_ref().map(|ob| ob.metadata.clone());
+        let ob_before = o.ob.as_ref().map(|ob| {
+            (
+                ob.metadata.uid.clone(),
+                ob.metadata.resource_version.clone(),
+            )
+        });
         let removes_finalizer = matches!(step, Step::RemoveClaimFinalizer);
         let claim_only = step.writes_only_the_claim();
         let flow = execute(step, o, ctx).await;
         if o.claim.metadata.resource_version != before || (removes_finalizer && flow.is_ok()) {
             replaced.claim.extend(before.clone());
         }
-        if let Some(ob_before) = ob_before {
+        if let Some((uid, rv)) = ob_before {
             // A written ObjectBucket (or a deleted one) makes the copy the
             // pass started from stale; the next pass reads it from the API
             // if the cache still holds it.
-            let ob_after = o.ob.as_ref().map(|ob| &ob.metadata);
-            if ob_after.and_then(|m| m.resource_version.as_ref())
-                != ob_before.resource_version.as_ref()
-                && ob_after.is_none_or(|m| m.uid == ob_before.uid)
+            let after = o.ob.as_ref().map(|ob| &ob.metadata);
+            if after.and_then(|m| m.resource_version.as_ref()) != rv.as_ref()
+                && after.is_none_or(|m| m.uid == uid)
             {
-                replaced.bucket_uid.clone_from(&ob_before.uid);
-                replaced.bucket.extend(ob_before.resource_version);
+                replaced.bucket_uid = uid;
+                replaced.bucket.extend(rv);
             }
         }
         match flow {
@@ -549,6 +555,28 @@ async fn execute<P: Provisioner>(step: Step, o: &mut Observed, ctx: &Context<P>)
             Ok(Flow::Continue)
         }
         Step::Teardown { delete_bucket } => {
+            if delete_bucket
+                && let Some(ob) = &o.ob
+                && ob.spec.reclaim_policy == ReclaimPolicy::Retain
+            {
+                // Deleting under Retain: only a reserved (never completed)
+                // ObjectBucket says so, and a cached copy may be an old,
+                // reserved version of one that is complete by now (a watch
+                // lagging after an apiserver restart). Confirm with the API;
+                // if it differs, plan again on the current copy.
+                let current = get_opt(
+                    &Api::<ObjectBucket>::all(ctx.client.clone()),
+                    &ob.name_any(),
+                    "read the ObjectBucket",
+                )
+                .await?;
+                let moved = current.as_ref().map(|c| &c.metadata.resource_version)
+                    != Some(&ob.metadata.resource_version);
+                if moved {
+                    o.ob = current;
+                    return Ok(Flow::Continue);
+                }
+            }
             let request = teardown_request(o);
             let (operation, result) = ctx.teardown(&request, delete_bucket).await;
             match result {

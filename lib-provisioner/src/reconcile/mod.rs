@@ -398,9 +398,10 @@ mod superseded_tests {
     fn entries_past_their_patience_are_dropped_when_others_are_recorded() {
         let s = Superseded::default();
         s.record("gone", vec!["1".into()]);
-        if let Some(at) = std::time::Instant::now().checked_sub(Superseded::PATIENCE) {
-            s.0.lock().expect("lock").get_mut("gone").expect("entry").1 = at;
-        }
+        let long_ago = std::time::Instant::now()
+            .checked_sub(Superseded::PATIENCE)
+            .expect("the monotonic clock is past 10 s");
+        s.0.lock().expect("lock").get_mut("gone").expect("entry").1 = long_ago;
         s.record("new", vec!["7".into()]);
         assert_eq!(s.len(), 1);
         assert!(s.is_stale(&meta("new", "7")));
