@@ -44,10 +44,12 @@ pub(crate) async fn reconcile<P: Provisioner>(
     // a watch can lag seconds behind the claim's last pass, and a stale copy
     // that still looks reserved (or not yet released) would delete or
     // revoke a bucket that pass has just retained.
-    let Some(fresh) = Api::<ObjectBucket>::all(ctx.client.clone())
-        .get_opt(&ob.name_any())
-        .await
-        .map_err(Error::kube("read the ObjectBucket"))?
+    let Some(fresh) = super::claim::get_opt(
+        &Api::<ObjectBucket>::all(ctx.client.clone()),
+        &ob.name_any(),
+        "read the ObjectBucket",
+    )
+    .await?
     else {
         return Ok(Action::await_change());
     };

@@ -339,7 +339,8 @@ where
     }
 }
 
-async fn get_opt<K>(api: &Api<K>, name: &str, action: &'static str) -> Result<Option<K>>
+/// GET that maps 404 to `None` and errors to [`Error::Kube`] naming `action`.
+pub(super) async fn get_opt<K>(api: &Api<K>, name: &str, action: &'static str) -> Result<Option<K>>
 where
     K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
