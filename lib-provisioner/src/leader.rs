@@ -10,7 +10,7 @@
 //! A holder can also be paused (a stop-the-world pause, a VM stall, SIGSTOP)
 //! past its lease while a standby takes over. When it wakes, its queued
 //! reconciles would act before its renewal loop notices. So the time of the
-//! last renewal is kept on the monotonic clock ([`Leadership`]), and every
+//! last renewal is kept on the monotonic clock (`Leadership`), and every
 //! step that writes or calls the provisioner checks it first.
 //!
 //! ```

@@ -1,6 +1,7 @@
 //! The bucket operations against a real S3 server: s3s-fs, as installed by
-//! `scripts/install-testenv` (or named by `OBC_S3_SERVER`). Skipped, with a
-//! note, when the binary is not there.
+//! `scripts/install-testenv` (or named by `OBC_S3_SERVER`). A missing binary
+//! fails every test, saying how to install it: a store test never passes
+//! without the store.
 
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -50,12 +51,11 @@ fn free_port() -> u16 {
         .expect("a free port")
 }
 
-async fn start() -> Option<S3Server> {
+async fn start() -> S3Server {
     let Some(bin) = s3s_fs_binary() else {
-        eprintln!(
-            "s3s-fs not installed (run scripts/install-testenv or set OBC_S3_SERVER): skipping"
+        panic!(
+            "s3s-fs is not installed: run scripts/install-testenv (or set OBC_S3_SERVER to an s3s-fs binary)"
         );
-        return None;
     };
     let data = tempfile::tempdir().expect("temp dir");
     let port = free_port();
@@ -78,11 +78,11 @@ async fn start() -> Option<S3Server> {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    Some(S3Server {
+    S3Server {
         child,
         endpoint,
         _data: data,
-    })
+    }
 }
 
 fn store(server: &S3Server) -> Store {
@@ -172,7 +172,7 @@ async fn keys(raw: &aws_sdk_s3::Client, bucket: &str) -> Vec<String> {
 
 #[tokio::test]
 async fn create_is_idempotent_and_guards_ownership() {
-    let Some(server) = start().await else { return };
+    let server = start().await;
     let (s, raw) = (store(&server), raw_client(&server));
     assert_eq!(
         create(&s, "photos", &A).await.expect("creates"),
@@ -210,7 +210,7 @@ async fn create_is_idempotent_and_guards_ownership() {
 
 #[tokio::test]
 async fn the_state_bucket_is_never_a_claims_bucket() {
-    let Some(server) = start().await else { return };
+    let server = start().await;
     let (s, raw) = (store(&server), raw_client(&server));
     let e = create(&s, DEFAULT_STATE_BUCKET, &A)
         .await
@@ -252,7 +252,7 @@ async fn the_state_bucket_is_never_a_claims_bucket() {
 
 #[tokio::test]
 async fn an_interrupted_creation_resumes_from_its_intent() {
-    let Some(server) = start().await else { return };
+    let server = start().await;
     let (s, raw) = (store(&server), raw_client(&server));
     create(&s, "warm-up", &A)
         .await
@@ -319,7 +319,7 @@ async fn an_interrupted_creation_resumes_from_its_intent() {
 
 #[tokio::test]
 async fn deleting_a_claim_removes_what_its_interrupted_creation_left() {
-    let Some(server) = start().await else { return };
+    let server = start().await;
     let (s, raw) = (store(&server), raw_client(&server));
     create(&s, "warm-up", &A)
         .await
@@ -376,7 +376,7 @@ async fn deleting_a_claim_removes_what_its_interrupted_creation_left() {
 
 #[tokio::test]
 async fn unmarked_buckets_with_data_are_never_taken_over() {
-    let Some(server) = start().await else { return };
+    let server = start().await;
     let (s, raw) = (store(&server), raw_client(&server));
     // A second claim marking a bucket loses to the first one's marker.
     create(&s, "first", &A).await.expect("creates");
@@ -405,7 +405,7 @@ async fn unmarked_buckets_with_data_are_never_taken_over() {
 
 #[tokio::test]
 async fn delete_refuses_non_empty_buckets_unless_forced() {
-    let Some(server) = start().await else { return };
+    let server = start().await;
     let (s, raw) = (store(&server), raw_client(&server));
     create(&s, "logs", &A).await.expect("creates");
     assert!(
@@ -446,7 +446,7 @@ async fn delete_refuses_non_empty_buckets_unless_forced() {
 
 #[tokio::test]
 async fn empty_owned_bucket_is_deleted_with_its_marker() {
-    let Some(server) = start().await else { return };
+    let server = start().await;
     let (s, raw) = (store(&server), raw_client(&server));
     create(&s, "tmp-bucket", &A).await.expect("creates");
     let listed = raw
@@ -476,7 +476,7 @@ async fn empty_owned_bucket_is_deleted_with_its_marker() {
 
 #[tokio::test]
 async fn wrong_credentials_are_permanent_and_a_down_store_is_retryable() {
-    let Some(server) = start().await else { return };
+    let server = start().await;
     let bad = Store::new(
         &server.endpoint,
         "us-east-1",

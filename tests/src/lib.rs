@@ -1,8 +1,10 @@
 //! Test support for the object-bucket provisioner workspace: a local environment
-//! with etcd, a real kube-apiserver and an S3 server ([`testenv::TestEnv`]).
+//! with etcd, a real kube-apiserver and an S3 server ([`testenv::TestEnv`]), and
+//! RustFS, an S3 store with MinIO's admin API ([`rustfs::RustFs`]).
 
 pub mod recording;
 pub mod reliability;
+pub mod rustfs;
 pub mod testenv;
 
 pub use testenv::{TestEnv, wait_for};

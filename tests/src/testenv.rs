@@ -49,6 +49,8 @@ pub const S3S_FS_VERSION: &str = "0.14.1";
 pub const ENV_KUBE_APISERVER: &str = "OBC_KUBE_APISERVER";
 /// Overrides the S3 server (s3s-fs) binary path.
 pub const ENV_S3_SERVER: &str = "OBC_S3_SERVER";
+/// Overrides the RustFS binary path.
+pub const ENV_RUSTFS_SERVER: &str = "OBC_RUSTFS_SERVER";
 /// Overrides the cache directory `scripts/install-testenv` builds into.
 pub const ENV_TESTENV_CACHE: &str = "OBC_TESTENV_CACHE";
 /// `1` keeps the temporary directory of an environment after it is dropped.
@@ -92,6 +94,13 @@ pub const KUBE_APISERVER_BINARY: BinarySpec = BinarySpec {
     name: "kube-apiserver",
     env_var: ENV_KUBE_APISERVER,
     cache_path: "kube-apiserver-v1.37.2/kube-apiserver",
+};
+
+/// The RustFS store (S3 + MinIO's admin API) built by `scripts/install-testenv`.
+pub const RUSTFS_BINARY: BinarySpec = BinarySpec {
+    name: "rustfs",
+    env_var: ENV_RUSTFS_SERVER,
+    cache_path: "rustfs-1.0.1-dev/bin/rustfs",
 };
 
 /// The s3s-fs S3 server installed by `scripts/install-testenv`.
@@ -278,7 +287,7 @@ where
     }
 }
 
-fn random_string(len: usize) -> String {
+pub(crate) fn random_string(len: usize) -> String {
     rand::rng()
         .sample_iter(&Alphanumeric)
         .take(len)
@@ -287,7 +296,7 @@ fn random_string(len: usize) -> String {
 }
 
 /// A port that was free on 127.0.0.1 a moment ago.
-fn free_port() -> Result<u16> {
+pub(crate) fn free_port() -> Result<u16> {
     let listener = TcpListener::bind(("127.0.0.1", 0)).context("binding 127.0.0.1:0")?;
     Ok(listener.local_addr()?.port())
 }
@@ -334,17 +343,22 @@ fn is_kube_status(e: &kube::Error, code: u16) -> bool {
 // ---------------------------------------------------------------------------
 
 /// One child process with its command line and log file, restartable.
-struct Proc {
+pub(crate) struct Proc {
     name: &'static str,
     program: PathBuf,
     args: Vec<OsString>,
-    envs: Vec<(OsString, OsString)>,
+    pub(crate) envs: Vec<(OsString, OsString)>,
     log_path: PathBuf,
     child: Option<Child>,
 }
 
 impl Proc {
-    fn new(name: &'static str, program: PathBuf, args: Vec<OsString>, log_path: PathBuf) -> Self {
+    pub(crate) fn new(
+        name: &'static str,
+        program: PathBuf,
+        args: Vec<OsString>,
+        log_path: PathBuf,
+    ) -> Self {
         Self {
             name,
             program,
@@ -355,7 +369,7 @@ impl Proc {
         }
     }
 
-    fn spawn(&mut self) -> Result<()> {
+    pub(crate) fn spawn(&mut self) -> Result<()> {
         let mut log = OpenOptions::new()
             .create(true)
             .append(true)
@@ -408,7 +422,7 @@ impl Proc {
     }
 
     /// Kills the process and waits for it (async).
-    async fn stop(&mut self) {
+    pub(crate) async fn stop(&mut self) {
         if let Some(mut child) = self.child.take()
             && let Err(e) = child.kill().await
         {
@@ -444,7 +458,7 @@ impl Proc {
     }
 
     /// Polls `probe` until it returns `Ok(true)`, failing early if the process exits.
-    async fn wait_ready<F, Fut>(
+    pub(crate) async fn wait_ready<F, Fut>(
         &mut self,
         what: &str,
         timeout: Duration,
@@ -1184,7 +1198,7 @@ async fn probe_s3(http: &reqwest::Client, url: &str) -> Result<bool> {
 
 /// Runs `attempt` with fresh ports until it succeeds or fails for a reason other
 /// than a port someone took between choosing and binding it.
-async fn with_port_retries<T, F, Fut>(what: &str, mut attempt: F) -> Result<T>
+pub(crate) async fn with_port_retries<T, F, Fut>(what: &str, mut attempt: F) -> Result<T>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T>>,

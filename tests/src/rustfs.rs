@@ -1,0 +1,122 @@
+//! RustFS on loopback: an S3 store that also serves MinIO's admin API
+//! (`/minio/admin/v3/...`: users, canned policies, policy attachment, service
+//! accounts, bucket quotas) and bucket tagging, which s3s-fs lacks. It is what
+//! per-claim credentials and ownership recorded in bucket tags are tested
+//! against. Apache-2.0; built by `scripts/install-testenv` (see
+//! `docs/testenv.md`).
+
+use std::ffi::OsString;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use tokio::sync::Mutex;
+
+use crate::testenv::{
+    Proc, RUSTFS_BINARY, free_port, random_string, resolve_binary_from_env, s3_client_for,
+    with_port_retries,
+};
+
+/// How long RustFS may take to answer S3 requests: it answers 503
+/// (`x-rustfs-readiness-pending: storage_quorum`) while it formats its volume.
+const READY_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A RustFS server with its own root credentials and data directory, stopped
+/// when dropped.
+pub struct RustFs {
+    proc: Mutex<Proc>,
+    port: u16,
+    access_key: String,
+    secret_key: String,
+    dir: PathBuf,
+    startup: Duration,
+}
+
+impl RustFs {
+    /// Starts RustFS in `dir` (data in `dir/rustfs-data`, log in
+    /// `dir/rustfs.log`). Fails, naming the command that builds it, when the
+    /// binary is missing: no test that needs the store passes without it.
+    pub async fn start(dir: &Path) -> Result<RustFs> {
+        let bin = resolve_binary_from_env(&RUSTFS_BINARY)?;
+        let data = dir.join("rustfs-data");
+        fs::create_dir_all(&data)?;
+        let access_key = format!("obcroot{}", random_string(8).to_lowercase());
+        let secret_key = random_string(32);
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(5))
+            .build()?;
+        let (proc, port, startup) = with_port_retries("rustfs", || async {
+            let port = free_port()?;
+            let args: Vec<OsString> = vec![
+                "server".into(),
+                format!("--address=127.0.0.1:{port}").into(),
+                data.clone().into_os_string(),
+            ];
+            let mut proc = Proc::new("rustfs", bin.clone(), args, dir.join("rustfs.log"));
+            // Credentials through the environment, not the command line
+            // (which `ps` shows to everyone on the host).
+            proc.envs
+                .push(("RUSTFS_ACCESS_KEY".into(), access_key.clone().into()));
+            proc.envs
+                .push(("RUSTFS_SECRET_KEY".into(), secret_key.clone().into()));
+            proc.envs
+                .push(("RUSTFS_OBS_LOGGER_LEVEL".into(), "warn".into()));
+            proc.envs
+                .push(("RUSTFS_CONSOLE_ENABLE".into(), "false".into()));
+            proc.spawn()?;
+            let url = format!("http://127.0.0.1:{port}/");
+            let took = proc
+                .wait_ready("rustfs", READY_TIMEOUT, || probe(&http, &url))
+                .await?;
+            tracing::info!("rustfs ready on {url} in {took:.1?}");
+            Ok((proc, port, took))
+        })
+        .await?;
+        Ok(RustFs {
+            proc: Mutex::new(proc),
+            port,
+            access_key,
+            secret_key,
+            dir: dir.to_path_buf(),
+            startup,
+        })
+    }
+
+    /// `http://127.0.0.1:<port>`: S3 and the admin API on one port.
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// The root access key and secret key.
+    pub fn root_credentials(&self) -> (String, String) {
+        (self.access_key.clone(), self.secret_key.clone())
+    }
+
+    /// An S3 client with the root credentials.
+    pub fn root_client(&self) -> aws_sdk_s3::Client {
+        s3_client_for(&self.endpoint(), &self.access_key, &self.secret_key)
+    }
+
+    /// The server's log file.
+    pub fn log_path(&self) -> PathBuf {
+        self.dir.join("rustfs.log")
+    }
+
+    /// Spawn → answers S3 requests.
+    pub fn startup(&self) -> Duration {
+        self.startup
+    }
+
+    /// Stops the server (its data stays in the directory).
+    pub async fn stop(&self) {
+        self.proc.lock().await.stop().await;
+    }
+}
+
+/// Ready once an anonymous request is answered with anything but 503: a 403
+/// means the S3 front end and its storage are up.
+async fn probe(http: &reqwest::Client, url: &str) -> Result<bool> {
+    let status = http.get(url).send().await.context("GET /")?.status();
+    Ok(status != reqwest::StatusCode::SERVICE_UNAVAILABLE)
+}
