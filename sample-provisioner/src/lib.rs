@@ -1,6 +1,7 @@
 //! A sample object bucket provisioner for S3-compatible stores, built on
 //! `lib-provisioner`.
 //!
+//! - [`admin`]: a client for the MinIO admin API (users, policies, quotas).
 //! - [`params`]: the StorageClass parameters, parsed and checked.
 //! - [`store`]: bucket operations and the ownership marker.
 //! - [`credentials`]: who gets which credentials ([`credentials::CredentialIssuer`]).
@@ -10,6 +11,7 @@
 //! See `docs/sample-provisioner.md` for parameters, credentials modes and
 //! deployment.
 
+pub mod admin;
 pub mod credentials;
 pub mod errors;
 pub mod params;
