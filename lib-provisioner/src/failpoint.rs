@@ -33,9 +33,21 @@ pub const POINTS: &[&str] = &[
 /// Aborts the process if `name` is armed.
 #[inline]
 pub fn hit(name: &str) {
+    debug_assert!(POINTS.contains(&name), "failpoint {name} is not in POINTS");
+    hit_provisioner(name);
+}
+
+/// Aborts the process if `name` is armed: for crash points a provisioner
+/// defines between its own store calls (the sample's `after-user-created`,
+/// say), armed the same way as the library's.
+///
+/// ```
+/// lib_provisioner::failpoint::hit_provisioner("after-user-created"); // no-op unless armed
+/// ```
+#[inline]
+pub fn hit_provisioner(name: &str) {
     #[cfg(feature = "failpoints")]
     {
-        debug_assert!(POINTS.contains(&name), "failpoint {name} is not in POINTS");
         let armed = std::env::var("OBC_FAILPOINTS").unwrap_or_default();
         if armed.split(',').any(|p| p.trim() == name) {
             eprintln!("failpoint {name}: aborting");

@@ -2,13 +2,19 @@
 //!
 //! [`S3Provisioner`](crate::s3::S3Provisioner) asks a [`CredentialIssuer`]
 //! for a claim's credentials once the bucket exists, and asks it to revoke
-//! them at teardown. The one implementation here, [`SharedAdminCredentials`],
-//! hands every claim the StorageClass's admin credentials: plain S3 has no
-//! API to create users, and the test store (s3s-fs) has a single root
-//! credential. A store with a user API (MinIO's admin API, Ceph RGW's admin
-//! ops, AWS IAM) gets its own implementation: create a user and a policy
-//! limited to the bucket in `issue`, record their names in the returned
-//! state, delete them in `revoke`.
+//! them at teardown. The class's `credentialsMode` picks the issuer:
+//!
+//! - [`PerClaimCredentials`] (`per-claim`, the default): each claim gets its
+//!   own user, whose policy allows only its bucket, through the store's
+//!   MinIO admin API (MinIO, RustFS).
+//! - [`SharedAdminCredentials`] (`shared-admin`, only when the class says
+//!   so): every claim gets the class's admin credentials, for stores with no
+//!   user API (plain S3, s3s-fs).
+//!
+//! Another store's user API (Ceph RGW's admin ops, AWS IAM) is one more
+//! implementation: create a user and a policy limited to the bucket in
+//! `issue`, record their names in the returned state, delete them in
+//! `revoke`.
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Mutex;
@@ -17,12 +23,19 @@ use async_trait::async_trait;
 use lib_provisioner::{Credentials, ProvisionError};
 use tracing::warn;
 
+use crate::access::Access;
+pub use crate::access::{PER_CLAIM_MODE, SHARED_ADMIN_MODE};
 use crate::params::StoreEndpoint;
+
+mod per_claim;
+
+pub use per_claim::{
+    ACCESS_KEY, POINTS, POLICY_KEY, PerClaimCredentials, USER_KEY, policy_document, policy_name,
+    user_name,
+};
 
 /// `additional_state` key naming how a claim's credentials were issued.
 pub const CREDENTIALS_MODE_KEY: &str = "credentialsMode";
-/// [`CREDENTIALS_MODE_KEY`] value of [`SharedAdminCredentials`].
-pub const SHARED_ADMIN_MODE: &str = "shared-admin";
 
 /// The store a credential is issued on, with the admin credentials that
 /// manage it.
@@ -49,6 +62,8 @@ pub struct CredentialRequest<'a> {
     pub claim_name: &'a str,
     /// The StorageClass name.
     pub storage_class: &'a str,
+    /// What the credentials may do.
+    pub access: Access,
 }
 
 /// Credentials handed to a claim, and what revoking them will need.
@@ -179,6 +194,7 @@ mod tests {
             claim_namespace: "ns",
             claim_name: "c",
             storage_class: "s3",
+            access: Access::ReadWrite,
         };
         let issued = issuer.issue(&store, &req).await.expect("issues");
         assert_eq!(issued.credentials, store.credentials);

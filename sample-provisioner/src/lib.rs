@@ -1,6 +1,7 @@
 //! A sample object bucket provisioner for S3-compatible stores, built on
 //! `lib-provisioner`.
 //!
+//! - [`access`]: credentials mode, access mode and quota options.
 //! - [`admin`]: a client for the MinIO admin API (users, policies, quotas).
 //! - [`params`]: the StorageClass parameters, parsed and checked.
 //! - [`store`]: bucket operations and the ownership marker.
@@ -11,6 +12,7 @@
 //! See `docs/sample-provisioner.md` for parameters, credentials modes and
 //! deployment.
 
+pub mod access;
 pub mod admin;
 pub mod credentials;
 pub mod errors;

@@ -9,6 +9,8 @@
 //!   adminSecretNamespace: obc-system        # required
 //!   forceDelete: "false"                    # optional, "true" or "false"
 //!   bucketName: shared-bucket               # optional: brownfield (library)
+//!   credentialsMode: per-claim              # optional: see crate::access
+//!   accessMode: read-write                  # optional: see crate::access
 //! ```
 
 use std::collections::BTreeMap;
@@ -17,6 +19,8 @@ use std::fmt;
 use lib_provisioner::ProvisionError;
 use lib_provisioner::api::BROWNFIELD_BUCKET_PARAMETER;
 use url::Url;
+
+use crate::access::{self, Access};
 
 /// The S3 endpoint URL.
 pub const ENDPOINT: &str = "endpoint";
@@ -31,13 +35,15 @@ pub const FORCE_DELETE: &str = "forceDelete";
 /// Region used when the class names none.
 pub const DEFAULT_REGION: &str = "us-east-1";
 
-const KNOWN: [&str; 6] = [
+const KNOWN: [&str; 8] = [
     ENDPOINT,
     REGION,
     ADMIN_SECRET_NAME,
     ADMIN_SECRET_NAMESPACE,
     FORCE_DELETE,
     BROWNFIELD_BUCKET_PARAMETER,
+    access::CREDENTIALS_MODE,
+    access::ACCESS_MODE,
 ];
 
 /// A StorageClass's parameters, checked.
@@ -51,6 +57,11 @@ pub struct ClassParams {
     pub admin_secret: SecretRef,
     /// Delete objects before deleting a bucket that is not empty.
     pub force_delete: bool,
+    /// How claims get credentials ([`access::PER_CLAIM_MODE`] or
+    /// [`access::SHARED_ADMIN_MODE`]).
+    pub credentials_mode: &'static str,
+    /// What the class's claims may do on their buckets.
+    pub access: Access,
 }
 
 /// A checked S3 endpoint URL.
@@ -101,7 +112,8 @@ fn parse(parameters: &BTreeMap<String, String>) -> Result<ClassParams, String> {
         ));
     }
     for key in parameters.keys() {
-        if looks_like_inline_credential(key) {
+        // A known parameter is never one (credentialsMode names a mode).
+        if !KNOWN.contains(&key.as_str()) && looks_like_inline_credential(key) {
             return Err(format!(
                 "parameter {key} looks like an inline credential, which this provisioner refuses (StorageClasses are readable cluster-wide): remove it, store AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in a Secret and name it with {ADMIN_SECRET_NAME} and {ADMIN_SECRET_NAMESPACE}"
             ));
@@ -170,6 +182,9 @@ fn parse(parameters: &BTreeMap<String, String>) -> Result<ClassParams, String> {
         }
     };
 
+    let credentials_mode = access::credentials_mode(parameters)?;
+    let access = access::class_access(parameters)?;
+
     Ok(ClassParams {
         endpoint,
         region,
@@ -178,6 +193,8 @@ fn parse(parameters: &BTreeMap<String, String>) -> Result<ClassParams, String> {
             name: name.to_owned(),
         },
         force_delete,
+        credentials_mode,
+        access,
     })
 }
 
@@ -338,6 +355,8 @@ mod tests {
                     name: "s3-admin".into()
                 },
                 force_delete: false,
+                credentials_mode: access::PER_CLAIM_MODE,
+                access: Access::ReadWrite,
             }
         );
     }
@@ -351,9 +370,13 @@ mod tests {
                 (REGION, "eu-west-1"),
                 (FORCE_DELETE, "true"),
                 (BROWNFIELD_BUCKET_PARAMETER, "shared"),
+                (access::CREDENTIALS_MODE, "shared-admin"),
+                (access::ACCESS_MODE, "read-only"),
             ])),
         )
         .expect("valid");
+        assert_eq!(p.credentials_mode, access::SHARED_ADMIN_MODE);
+        assert_eq!(p.access, Access::ReadOnly);
         assert_eq!(p.endpoint.url, "https://s3.example.com");
         assert_eq!(
             (p.endpoint.host.as_str(), p.endpoint.port, p.endpoint.tls),

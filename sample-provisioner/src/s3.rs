@@ -11,14 +11,17 @@ use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Secret;
 use kube::{Api, Client};
 use lib_provisioner::api::secret_keys::{ACCESS_KEY_ID, SECRET_ACCESS_KEY};
-use lib_provisioner::api::{GENERATED_NAME_ANNOTATION, ObjectBucketClaim};
+use lib_provisioner::api::{GENERATED_NAME_ANNOTATION, ObjectBucketClaim, RESERVED_ANNOTATION};
 use lib_provisioner::{
     BucketAccess, BucketRequest, Credentials, ProvisionError, Provisioner, TeardownRequest,
 };
 use tracing::{debug, info};
 
+use crate::access::{Access, ClaimOptions};
+use crate::admin::{AdminClients, BucketQuota};
 use crate::credentials::{
-    CREDENTIALS_MODE_KEY, CredentialIssuer, CredentialRequest, SharedAdminCredentials, StoreAdmin,
+    CREDENTIALS_MODE_KEY, CredentialIssuer, CredentialRequest, PerClaimCredentials,
+    SharedAdminCredentials, StoreAdmin,
 };
 use crate::params::{ClassParams, SecretRef};
 use crate::store::{Creation, DEFAULT_STATE_BUCKET, Deletion, Owner, Store, reserved};
@@ -30,8 +33,10 @@ const MAX_CACHED_CLIENTS: usize = 64;
 /// A [`Provisioner`] creating buckets on an S3-compatible store.
 pub struct S3Provisioner {
     kube: Client,
-    issuer: Arc<dyn CredentialIssuer>,
+    /// By [`CredentialIssuer::mode`], the `credentialsMode` values accepted.
+    issuers: BTreeMap<&'static str, Arc<dyn CredentialIssuer>>,
     clients: Mutex<HashMap<ClientKey, Store>>,
+    admin_clients: Arc<AdminClients>,
     /// Name of the bucket, on each store, holding creation intents.
     state_bucket: String,
 }
@@ -53,20 +58,33 @@ struct Resolved {
 }
 
 impl S3Provisioner {
-    /// A provisioner handing out the classes' admin credentials
-    /// ([`SharedAdminCredentials`]); `kube` reads the admin Secrets.
+    /// A provisioner with both built-in credentials modes
+    /// ([`PerClaimCredentials`], [`SharedAdminCredentials`]); `kube` reads
+    /// the admin Secrets.
     pub fn new(kube: Client) -> Self {
-        Self::with_issuer(kube, Arc::new(SharedAdminCredentials::default()))
-    }
-
-    /// A provisioner issuing credentials with `issuer`.
-    pub fn with_issuer(kube: Client, issuer: Arc<dyn CredentialIssuer>) -> Self {
+        let admin_clients = Arc::new(AdminClients::default());
+        let per_claim = PerClaimCredentials::with_clients(admin_clients.clone());
         Self {
             kube,
-            issuer,
+            issuers: BTreeMap::new(),
             clients: Mutex::new(HashMap::new()),
+            admin_clients,
             state_bucket: DEFAULT_STATE_BUCKET.to_owned(),
         }
+        .with_issuer(Arc::new(per_claim))
+        .with_issuer(Arc::new(SharedAdminCredentials::default()))
+    }
+
+    /// Issues credentials with `issuer` for classes whose `credentialsMode`
+    /// is its [`mode`](CredentialIssuer::mode), replacing a built-in one of
+    /// that mode.
+    pub fn with_issuer(mut self, issuer: Arc<dyn CredentialIssuer>) -> Self {
+        self.issuers.insert(issuer.mode(), issuer);
+        self
+    }
+
+    fn issuer(&self, mode: &str) -> Option<&Arc<dyn CredentialIssuer>> {
+        self.issuers.get(mode)
     }
 
     /// Keeps the provisioner's creation intents in bucket `name` on each
@@ -146,10 +164,17 @@ impl S3Provisioner {
         &self,
         r: &Resolved,
         req: &BucketRequest,
+        access: Access,
     ) -> Result<BucketAccess, ProvisionError> {
-        let issued = self
-            .issuer
-            .issue(&r.admin, &credential_request(req))
+        let mode = r.params.credentials_mode;
+        let issuer = self.issuer(mode).ok_or_else(|| {
+            ProvisionError::permanent(format!(
+                "StorageClass {:?} asks for credentialsMode {mode:?}, which this provisioner does not offer",
+                req.storage_class_name
+            ))
+        })?;
+        let issued = issuer
+            .issue(&r.admin, &credential_request(req, access))
             .await?;
         let mut access = BucketAccess::new(
             r.params.endpoint.host.clone(),
@@ -161,8 +186,35 @@ impl S3Provisioner {
         access
             .additional_state
             .entry(CREDENTIALS_MODE_KEY.to_owned())
-            .or_insert_with(|| self.issuer.mode().to_owned());
+            .or_insert_with(|| issuer.mode().to_owned());
         Ok(access)
+    }
+
+    /// Sets the hard quota of a bucket created for a claim.
+    async fn set_quota(
+        &self,
+        r: &Resolved,
+        req: &BucketRequest,
+        bytes: u64,
+    ) -> Result<(), ProvisionError> {
+        let admin = self
+            .admin_clients
+            .get(&r.admin.endpoint.url, &r.admin.region, &r.admin.credentials)
+            .map_err(|e| ProvisionError::permanent(e.to_string()))?;
+        match admin
+            .set_bucket_quota(&req.bucket_name, &BucketQuota::hard(bytes))
+            .await
+        {
+            Ok(()) => {
+                debug!(bucket = %req.bucket_name, bytes, "bucket quota is set");
+                Ok(())
+            }
+            Err(e) if e.is_retryable() => Err(ProvisionError::retryable(e.to_string())),
+            Err(e) => Err(ProvisionError::permanent(format!(
+                "{e}. additionalConfig maxSize needs the MinIO admin API's bucket quotas, which the store at {} refused: remove maxSize from the claim, or use a MinIO-compatible store (with admin credentials in StorageClass {:?})",
+                r.admin.endpoint.url, req.storage_class_name
+            ))),
+        }
     }
 
     /// Whether the library generated `bucket` for claim `namespace/name`
@@ -188,36 +240,54 @@ impl S3Provisioner {
         }
     }
 
+    /// The mode to revoke in when the ObjectBucket records none: the
+    /// process may have died after `issue` created a user and before the
+    /// library recorded it (a reserved ObjectBucket), so a class in a mode
+    /// that creates users is revoked in that mode (removing a user that was
+    /// never made is a no-op). A takeover from another provisioner has no
+    /// user of ours either way.
+    fn unrecorded_mode(&self, req: &TeardownRequest) -> Option<&'static str> {
+        let params = ClassParams::parse(&req.storage_class_name, &req.parameters).ok()?;
+        let issuer = self.issuer(params.credentials_mode)?;
+        issuer.revoke_needs_store().then(|| issuer.mode())
+    }
+
     /// Revokes the claim's credentials, as recorded at provisioning.
     async fn revoke_credentials(
         &self,
         req: &TeardownRequest,
         store: Option<&StoreAdmin>,
     ) -> Result<(), ProvisionError> {
-        let Some(mode) = req.additional_state.get(CREDENTIALS_MODE_KEY) else {
-            // Provisioned by another implementation (a takeover): it left no
-            // credentials of ours to revoke.
+        let recorded = req.additional_state.get(CREDENTIALS_MODE_KEY);
+        let Some(mode) = recorded.map(String::as_str).or(self.unrecorded_mode(req)) else {
+            // Provisioned by another implementation (a takeover), or by a
+            // class whose mode creates nothing: no credentials of ours.
             debug!(bucket = %req.bucket_name, "no credentialsMode recorded; nothing to revoke");
             return Ok(());
         };
-        if mode != self.issuer.mode() {
+        let Some(issuer) = self.issuer(mode) else {
             return Err(ProvisionError::permanent(format!(
-                "the credentials of bucket {:?} were issued in mode {mode:?}, which this provisioner (mode {:?}) cannot revoke: run a provisioner that supports {mode:?}, or delete them by hand and remove the {CREDENTIALS_MODE_KEY} entry from the ObjectBucket's additionalState",
+                "the credentials of bucket {:?} were issued in mode {mode:?}, which this provisioner (modes {}) cannot revoke: run a provisioner that supports {mode:?}, or delete them by hand and remove the {CREDENTIALS_MODE_KEY} entry from the ObjectBucket's additionalState",
                 req.bucket_name,
-                self.issuer.mode()
+                self.issuers.keys().copied().collect::<Vec<_>>().join(", ")
             )));
-        }
+        };
+        let access = match req.additional_state.get(crate::credentials::ACCESS_KEY) {
+            Some(a) if a == Access::ReadOnly.as_str() => Access::ReadOnly,
+            _ => Access::ReadWrite,
+        };
         let creq = CredentialRequest {
             bucket: &req.bucket_name,
             claim_uid: &req.claim_uid,
             claim_namespace: &req.claim_namespace,
             claim_name: &req.claim_name,
             storage_class: &req.storage_class_name,
+            access,
         };
         let resolved;
         let store = match store {
             Some(store) => Some(store),
-            None if self.issuer.revoke_needs_store() => {
+            None if issuer.revoke_needs_store() => {
                 resolved = self
                     .resolve(&req.storage_class_name, &req.parameters)
                     .await?;
@@ -225,20 +295,51 @@ impl S3Provisioner {
             }
             None => None,
         };
-        self.issuer
-            .revoke(store, &creq, &req.additional_state)
-            .await
+        issuer.revoke(store, &creq, &req.additional_state).await
     }
 }
 
-fn credential_request(req: &BucketRequest) -> CredentialRequest<'_> {
+fn credential_request(req: &BucketRequest, access: Access) -> CredentialRequest<'_> {
     CredentialRequest {
         bucket: &req.bucket_name,
         claim_uid: &req.claim_uid,
         claim_namespace: &req.claim_namespace,
         claim_name: &req.claim_name,
         storage_class: &req.storage_class_name,
+        access,
     }
+}
+
+/// The claim's `additionalConfig` options, checked against its class.
+fn claim_options(
+    r: &Resolved,
+    req: &BucketRequest,
+    brownfield: bool,
+) -> Result<ClaimOptions, ProvisionError> {
+    ClaimOptions::parse(&req.additional_config, r.params.access, brownfield).map_err(|why| {
+        ProvisionError::permanent(format!(
+            "claim {}/{}: {why}",
+            req.claim_namespace, req.claim_name
+        ))
+    })
+}
+
+/// Whether the claim's ObjectBucket records the bucket as created for it:
+/// bound (not reserved by this library mid-provisioning, when the bucket may
+/// have been someone else's), and naming the claim by UID. This is what the
+/// Go `lib-bucket-provisioner` leaves (it writes no marker); a takeover of
+/// its claims then deletes their buckets under reclaim policy Delete, as
+/// the Go provisioner would have.
+pub fn recorded_for_claim(req: &TeardownRequest) -> bool {
+    req.object_bucket.as_ref().is_some_and(|ob| {
+        let reserved = ob
+            .metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(RESERVED_ANNOTATION));
+        let uid = ob.spec.claim_ref.as_ref().and_then(|r| r.uid.as_deref());
+        !reserved && !req.claim_uid.is_empty() && uid == Some(req.claim_uid.as_str())
+    })
 }
 
 /// Whether `claim` (with UID `uid`) records `bucket` as the name generated
@@ -302,6 +403,8 @@ impl Provisioner for S3Provisioner {
         let r = self
             .resolve(&req.storage_class_name, &req.parameters)
             .await?;
+        // Checked before anything is created: a bad option leaves nothing.
+        let options = claim_options(&r, req, false)?;
         let claim = format!("{}/{}", req.claim_namespace, req.claim_name);
         let owner = Owner {
             claim_uid: &req.claim_uid,
@@ -325,7 +428,11 @@ impl Provisioner for S3Provisioner {
             Creation::TakenOver(_) => "taken over after an interrupted creation",
         };
         info!(bucket = %req.bucket_name, %claim, endpoint = %r.params.endpoint.url, how, "bucket is provisioned");
-        self.issue(&r, req).await
+        // Set on every attempt: one that died after CreateBucket left none.
+        if let Some(bytes) = options.max_size {
+            self.set_quota(&r, req, bytes).await?;
+        }
+        self.issue(&r, req, options.access).await
     }
 
     async fn grant(&self, req: &BucketRequest) -> Result<BucketAccess, ProvisionError> {
@@ -338,6 +445,7 @@ impl Provisioner for S3Provisioner {
         let r = self
             .resolve(&req.storage_class_name, &req.parameters)
             .await?;
+        let options = claim_options(&r, req, true)?;
         match r.store.exists(&req.bucket_name).await {
             Ok(true) => {}
             Ok(false) => {
@@ -348,7 +456,7 @@ impl Provisioner for S3Provisioner {
             }
             Err(f) => return Err(f.into_provision_error()),
         }
-        self.issue(&r, req).await
+        self.issue(&r, req, options.access).await
     }
 
     async fn delete(&self, req: &TeardownRequest) -> Result<(), ProvisionError> {
@@ -370,6 +478,7 @@ impl Provisioner for S3Provisioner {
                 &req.bucket_name,
                 &req.claim_uid,
                 r.params.force_delete,
+                recorded_for_claim(req),
                 generated,
             )
             .await?

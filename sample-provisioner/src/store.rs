@@ -129,6 +129,10 @@ pub enum Basis {
     /// claim before the bucket is created, with a random suffix): a
     /// creation interrupted by a version that wrote no intent.
     GeneratedName,
+    /// The claim's bound greenfield ObjectBucket records the bucket as
+    /// created for it, by a provisioner that writes no marker (the Go
+    /// `lib-bucket-provisioner`'s), and the claim was taken over.
+    ObjectBucket,
 }
 
 impl fmt::Display for Basis {
@@ -137,6 +141,9 @@ impl fmt::Display for Basis {
             Self::Marker => "it carries the claim's ownership marker",
             Self::Intent => "the state bucket records the claim's intent to create it",
             Self::GeneratedName => "the library generated its name for the claim",
+            Self::ObjectBucket => {
+                "the claim's bound ObjectBucket records it as created for the claim (by a provisioner that writes no marker)"
+            }
         })
     }
 }
@@ -265,14 +272,17 @@ pub enum DeleteStep {
     Keep(Kept),
 }
 
-/// The delete rule; arguments as for [`provision_step`]. A generated name
-/// only counts for an empty bucket; an intent also for one holding objects
-/// (forceDelete then decides, as for a marked bucket).
+/// The delete rule; arguments as for [`provision_step`], and `recorded`:
+/// the claim's bound (not reserved) greenfield ObjectBucket names the
+/// bucket. A generated name only counts for an empty bucket; an intent or
+/// the record also for one holding objects (forceDelete then decides, as for
+/// a marked bucket). A marker of another claim outweighs the record.
 pub fn delete_step(
     found: &Found,
     claim_uid: &str,
     intent_ours: bool,
     generated: bool,
+    recorded: bool,
 ) -> DeleteStep {
     use DeleteStep::{Delete, Denied, Gone, Keep};
     match found {
@@ -282,6 +292,7 @@ pub fn delete_step(
         Found::Marked(m) if m == claim_uid => Delete(Basis::Marker),
         Found::Marked(m) => Keep(Kept::OtherClaim(m.clone())),
         Found::Unmarked { .. } if intent_ours => Delete(Basis::Intent),
+        Found::Unmarked { .. } if recorded => Delete(Basis::ObjectBucket),
         Found::Unmarked { empty: true } if generated => Delete(Basis::GeneratedName),
         Found::Unmarked { .. } => Keep(Kept::Unmarked),
     }
@@ -495,13 +506,14 @@ impl Store {
 
     /// Deletes `bucket` if it is `claim_uid`'s ([`delete_step`]); with
     /// `force`, deletes its objects first. Deletes the claim's creation
-    /// intent, if any, last. `generated` as for
-    /// [`create_owned`](Self::create_owned).
+    /// intent, if any, last. `recorded` as for [`delete_step`]; `generated`
+    /// as for [`create_owned`](Self::create_owned).
     pub async fn delete_owned<F, Fut>(
         &self,
         bucket: &str,
         claim_uid: &str,
         force: bool,
+        recorded: bool,
         generated: F,
     ) -> Result<Deletion, ProvisionError>
     where
@@ -514,7 +526,7 @@ impl Store {
             .await?
             .is_some_and(|r| r.claim_uid == claim_uid);
         let generated = needs_generated(&found, intent_ours) && generated().await?;
-        let deletion = match delete_step(&found, claim_uid, intent_ours, generated) {
+        let deletion = match delete_step(&found, claim_uid, intent_ours, generated, recorded) {
             DeleteStep::Gone => Deletion::AlreadyGone,
             DeleteStep::Denied => return Err(denied(bucket)),
             DeleteStep::Keep(kept) => Deletion::NotOurs(kept.to_string()),
@@ -1171,9 +1183,26 @@ mod tests {
             (DATA, false, true, Keep(Kept::Unmarked)),
             (EMPTY, false, false, Keep(Kept::Unmarked)),
         ];
+        // The ObjectBucket's record vouches for an unmarked bucket, with or
+        // without objects, and never outweighs another claim's marker.
+        for (found, step) in [
+            (DATA, Delete(Basis::ObjectBucket)),
+            (EMPTY, Delete(Basis::ObjectBucket)),
+            (
+                Found::Marked("other".into()),
+                Keep(Kept::OtherClaim("other".into())),
+            ),
+            (Found::Absent, DeleteStep::Gone),
+        ] {
+            assert_eq!(
+                delete_step(&found, UID, false, false, true),
+                step,
+                "{found:?}"
+            );
+        }
         for (found, intent, generated, step) in table {
             assert_eq!(
-                delete_step(&found, UID, intent, generated),
+                delete_step(&found, UID, intent, generated, false),
                 step,
                 "{found:?} intent={intent} generated={generated}"
             );
@@ -1316,7 +1345,7 @@ mod tests {
             let found = self.found(bucket);
             let intent = self.intent_of(bucket, uid);
             let generated = needs_generated(&found, intent) && generated;
-            let outcome = match delete_step(&found, uid, intent, generated) {
+            let outcome = match delete_step(&found, uid, intent, generated, false) {
                 DeleteStep::Delete(_) => {
                     self.buckets.remove(bucket);
                     if w.dies() {

@@ -139,7 +139,7 @@ async fn create(s: &Store, bucket: &str, owner: &Owner<'_>) -> Result<Creation, 
 }
 
 async fn delete(s: &Store, bucket: &str, uid: &str, force: bool) -> Deletion {
-    s.delete_owned(bucket, uid, force, || generated(false))
+    s.delete_owned(bucket, uid, force, false, || generated(false))
         .await
         .expect("no error")
 }
@@ -361,13 +361,13 @@ async fn deleting_a_claim_removes_what_its_interrupted_creation_left() {
         assert!(matches!(d, Deletion::NotOurs(_)), "{d:?}");
     }
     assert_eq!(
-        s.delete_owned("left-2", "uid-a", true, || generated(true))
+        s.delete_owned("left-2", "uid-a", true, false, || generated(true))
             .await
             .expect("deletes"),
         Deletion::Deleted { objects: 0 }
     );
     let d = s
-        .delete_owned("left-3", "uid-a", true, || generated(true))
+        .delete_owned("left-3", "uid-a", true, false, || generated(true))
         .await
         .expect("no error");
     assert!(matches!(d, Deletion::NotOurs(_)), "holds data: {d:?}");
@@ -424,7 +424,7 @@ async fn delete_refuses_non_empty_buckets_unless_forced() {
     }
 
     let e = s
-        .delete_owned("logs", "uid-a", false, || generated(false))
+        .delete_owned("logs", "uid-a", false, false, || generated(false))
         .await
         .expect_err("not empty");
     assert!(!e.is_retryable());
@@ -495,7 +495,7 @@ async fn wrong_credentials_are_permanent_and_a_down_store_is_retryable() {
     let e = create(&s, "bucket-one", &A).await.expect_err("unreachable");
     assert!(e.is_retryable(), "{e:?}");
     let e = s
-        .delete_owned("bucket-one", "uid-a", false, || generated(false))
+        .delete_owned("bucket-one", "uid-a", false, false, || generated(false))
         .await
         .expect_err("unreachable");
     assert!(e.is_retryable(), "{e:?}");

@@ -497,9 +497,12 @@ pub async fn install_sample(env: &TestEnv) -> Result<PathBuf> {
         .await
 }
 
-/// The parameters of a working class of the sample provisioner.
+/// The parameters of a working class of the sample provisioner on the
+/// environment's s3s-fs, which has no user API: every claim gets the admin
+/// credentials, which the class must ask for.
 pub fn sample_params(env: &TestEnv) -> BTreeMap<String, String> {
     BTreeMap::from([
+        ("credentialsMode".to_owned(), "shared-admin".to_owned()),
         ("endpoint".to_owned(), env.s3_endpoint()),
         ("adminSecretName".to_owned(), ADMIN_SECRET.to_owned()),
         (

@@ -2845,8 +2845,9 @@ async fn upgrades(suite: &Suite, summary: &mut Summary) -> Result<()> {
     ensure!(calls == 0.0, "the restart made {calls} provisioner calls");
     summary.counts.crashes += 2;
 
-    // Deleting taken-over claims: a marked greenfield bucket goes, the Go
-    // library's unmarked bucket and the brownfield bucket stay.
+    // Deleting taken-over claims: a marked greenfield bucket goes, and so
+    // does the Go library's unmarked one (its bound ObjectBucket records it
+    // as the claim's, reclaim policy Delete); the brownfield bucket stays.
     for (name, kind) in [
         ("both", Kind::GeneratedDelete),
         ("go", Kind::GeneratedDelete),
@@ -2875,18 +2876,18 @@ async fn upgrades(suite: &Suite, summary: &mut Summary) -> Result<()> {
         "marked buckets were not deleted: {left:?}"
     );
     ensure!(
-        left.contains_key("go-3c5a4e2f"),
-        "the Go library's unmarked bucket was deleted"
+        !left.contains_key("go-3c5a4e2f"),
+        "the Go library's bucket was kept (orphaned): its claim's ObjectBucket recorded it, reclaim policy Delete"
     );
     ensure!(
         left.contains_key(SHARED_BUCKET),
         "the brownfield bucket was deleted"
     );
-    // Deleted on purpose; the Go library's bucket is kept on purpose (it
-    // has no marker, so the sample cannot tell it was created for the claim)
-    // and stays among the pre-existing ones.
-    x.preexisting.remove("both-x1y2z3");
-    x.preexisting.remove("bare-bucket");
+    // Deleted on purpose, the Go library's with the others.
+    for gone in ["both-x1y2z3", "bare-bucket", "go-3c5a4e2f"] {
+        x.preexisting.remove(gone);
+        x.unmarked.remove(gone);
+    }
     let a = converge(env, client, &x, T).await?;
     summary.check("after deleting taken-over claims", &a)?;
     ensure!(

@@ -1,11 +1,8 @@
 //! The sample provisioner end to end: real apiserver with RBAC, the
 //! controller running as the ServiceAccount that `deploy/rbac.yaml` binds
-//! (so a missing permission fails the test), and a real S3 server.
-//!
-//! Per-claim credentials scoped to one bucket need the MinIO admin API,
-//! which cannot run here (AGPL); claims get the class's credentials
-//! (`credentialsMode=shared-admin`), so isolation between claims' buckets is
-//! not asserted.
+//! (so a missing permission fails the test), and RustFS, a store with the
+//! MinIO admin API, so each claim gets its own user (`credentialsMode`
+//! per-claim, the default) and isolation between claims is asserted.
 
 use std::time::Duration;
 
@@ -16,9 +13,13 @@ use kube::api::{Api, DeleteParams, PostParams};
 use lib_provisioner::ControllerBuilder;
 use lib_provisioner::api::{ClaimPhase, ObjectBucket, ObjectBucketClaim, ObjectBucketClaimSpec};
 use obc_tests::recording::{RunningController, install_crds, message, wait_gone, wait_phase};
+use obc_tests::reliability::{assert_no_leaks, register_secret};
+use obc_tests::rustfs::RustFs;
 use obc_tests::testenv::s3_client_for;
 use obc_tests::{TestEnv, wait_for};
 use sample_provisioner::S3Provisioner;
+use sample_provisioner::admin::AdminClient;
+use sample_provisioner::credentials::{policy_name, user_name};
 
 const T: Duration = Duration::from_secs(45);
 
@@ -28,7 +29,7 @@ fn read(path: &str) -> String {
 
 async fn class(
     client: &kube::Client,
-    env: &TestEnv,
+    endpoint: &str,
     file: &str,
     name: &str,
     extra: &[(&str, &str)],
@@ -40,7 +41,7 @@ async fn class(
     let mut class: StorageClass = serde_yaml::from_str(first).expect("class yaml");
     class.metadata.name = Some(name.into());
     let params = class.parameters.get_or_insert_with(Default::default);
-    params.insert("endpoint".into(), env.s3_endpoint());
+    params.insert("endpoint".into(), endpoint.into());
     params.insert("adminSecretName".into(), "s3-admin".into());
     params.insert("adminSecretNamespace".into(), "obc-system".into());
     for (k, v) in extra {
@@ -58,7 +59,12 @@ fn data(secret: &Secret, key: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sample_provisioner_serves_claims_under_its_least_privilege_rbac() {
+    // Before the environment, which would install its own subscriber.
+    let log_dir = controller_log();
     let env = TestEnv::start().await.expect("env");
+    let store = RustFs::start(env.dir()).await.expect("rustfs");
+    let endpoint = store.endpoint();
+    let endpoint = endpoint.trim_end_matches('/');
     let admin = env.admin_client();
     install_crds(&env).await.expect("crds");
     env.apply_yaml(&read("deploy/namespace.yaml"))
@@ -67,7 +73,14 @@ async fn sample_provisioner_serves_claims_under_its_least_privilege_rbac() {
     env.apply_yaml(&read("deploy/rbac.yaml"))
         .await
         .expect("rbac");
-    let (ak, sk) = env.s3_root_credentials();
+    let (ak, sk) = store.root_credentials();
+    register_secret(&sk);
+    let store_admin = AdminClient::new(
+        endpoint,
+        "us-east-1",
+        lib_provisioner::Credentials::new(ak.clone(), sk.clone()),
+    )
+    .expect("admin client");
     let admin_secret: Secret = serde_json::from_value(serde_json::json!({
         "metadata": {"name": "s3-admin", "namespace": "obc-system"},
         "stringData": {"AWS_ACCESS_KEY_ID": ak, "AWS_SECRET_ACCESS_KEY": sk}
@@ -79,7 +92,7 @@ async fn sample_provisioner_serves_claims_under_its_least_privilege_rbac() {
         .expect("admin secret");
     class(
         &admin,
-        &env,
+        endpoint,
         "deploy/example-storageclass.yaml",
         "s3-delete",
         &[("forceDelete", "true")],
@@ -87,7 +100,15 @@ async fn sample_provisioner_serves_claims_under_its_least_privilege_rbac() {
     .await;
     class(
         &admin,
-        &env,
+        endpoint,
+        "deploy/example-storageclass.yaml",
+        "s3-readonly",
+        &[("forceDelete", "true"), ("accessMode", "read-only")],
+    )
+    .await;
+    class(
+        &admin,
+        endpoint,
         "deploy/example-storageclass.yaml",
         "s3-retain",
         &[],
@@ -115,7 +136,7 @@ async fn sample_provisioner_serves_claims_under_its_least_privilege_rbac() {
         .await
         .expect("retain class");
     // Brownfield: a bucket with data that exists before any claim.
-    let s3 = env.s3_client();
+    let s3 = store.root_client();
     s3.create_bucket()
         .bucket("existing-data")
         .send()
@@ -130,7 +151,7 @@ async fn sample_provisioner_serves_claims_under_its_least_privilege_rbac() {
         .expect("put");
     class(
         &admin,
-        &env,
+        endpoint,
         "deploy/example-brownfield-storageclass.yaml",
         "s3-existing",
         &[("bucketName", "existing-data")],
@@ -161,21 +182,26 @@ async fn sample_provisioner_serves_claims_under_its_least_privilege_rbac() {
         generate_bucket_name: prefix.map(str::to_owned),
         ..Default::default()
     };
+    let mut quota = mk("s3-delete", Some("del"));
+    quota.additional_config = Some([("maxSize".to_owned(), "64Ki".to_owned())].into());
     for (n, spec) in [
-        ("del", mk("s3-delete", Some("del"))),
+        ("del", quota),
         ("ret", mk("s3-retain", Some("ret"))),
         ("brown", mk("s3-existing", None)),
+        ("ro", mk("s3-readonly", Some("ro"))),
     ] {
         claims
             .create(&PostParams::default(), &ObjectBucketClaim::new(n, spec))
             .await
             .expect("claim");
     }
-    for n in ["del", "ret", "brown"] {
+    let mut uids = std::collections::BTreeMap::new();
+    for n in ["del", "ret", "brown", "ro"] {
         let c = wait_phase(&admin, "apps", n, ClaimPhase::Bound, T)
             .await
             .unwrap_or_else(|e| panic!("{n}: {e:#}"));
         assert!(c.spec.object_bucket_name.is_some(), "{n}: {}", message(&c));
+        uids.insert(n, c.metadata.uid.clone().expect("uid"));
     }
 
     // The claim's own Secret and ConfigMap are enough to use the bucket.
@@ -188,16 +214,19 @@ async fn sample_provisioner_serves_claims_under_its_least_privilege_rbac() {
             let cm = cms.get(n).await.expect("configmap");
             let d = cm.data.expect("data");
             let endpoint = format!("http://{}:{}", d["BUCKET_HOST"], d["BUCKET_PORT"]);
-            let client = s3_client_for(
-                &endpoint,
-                &data(&secret, "AWS_ACCESS_KEY_ID"),
-                &data(&secret, "AWS_SECRET_ACCESS_KEY"),
-            );
-            (client, d["BUCKET_NAME"].clone())
+            let key = data(&secret, "AWS_ACCESS_KEY_ID");
+            let secret = data(&secret, "AWS_SECRET_ACCESS_KEY");
+            register_secret(&secret);
+            (
+                s3_client_for(&endpoint, &key, &secret),
+                d["BUCKET_NAME"].clone(),
+                key,
+            )
         }
     };
     for n in ["del", "ret", "brown"] {
-        let (client, bucket) = use_bucket(n).await;
+        let (client, bucket, key) = use_bucket(n).await;
+        assert_eq!(key, user_name(&uids[n]), "{n} has its own user");
         client
             .put_object()
             .bucket(&bucket)
@@ -223,6 +252,19 @@ async fn sample_provisioner_serves_claims_under_its_least_privilege_rbac() {
             b"hello"
         );
     }
+    assert_isolated(&use_bucket("del").await, &use_bucket("ret").await.1).await;
+    assert_isolated(&use_bucket("brown").await, &use_bucket("del").await.1).await;
+    assert_read_only(&use_bucket("ro").await, &s3).await;
+    assert_quota_enforced(&use_bucket("del").await).await;
+    let users = store_admin.list_users().await.expect("list users");
+    for (n, uid) in &uids {
+        assert!(users.contains_key(&user_name(uid)), "{n}'s user: {users:?}");
+    }
+    let policies = store_admin.list_canned_policies().await.expect("policies");
+    assert!(
+        policies.contains(&policy_name(&uids["del"])),
+        "{policies:?}"
+    );
     let obs: Api<ObjectBucket> = Api::all(admin.clone());
     let bucket_of = |n: &str| {
         let obs = obs.clone();
@@ -290,8 +332,154 @@ async fn sample_provisioner_serves_claims_under_its_least_privilege_rbac() {
             .await
             .unwrap_or_else(|e| panic!("{key} lost: {e}"));
     }
+    claims
+        .delete("ro", &DeleteParams::default())
+        .await
+        .expect("delete");
+    wait_gone(&claims, "ro", T).await.expect("gone");
+    // Every claim's user and policy left the store with the claim, under
+    // Delete, Retain and brownfield alike.
+    let users = store_admin.list_users().await.expect("list users");
+    let policies = store_admin.list_canned_policies().await.expect("policies");
+    for (n, uid) in &uids {
+        assert!(
+            !users.contains_key(&user_name(uid)),
+            "{n}'s user is left: {users:?}"
+        );
+        assert!(
+            !policies.contains(&policy_name(uid)),
+            "{n}'s policy is left"
+        );
+    }
     controller.stop().await.expect("controller stops");
+    store.stop().await;
+    // The secret scan: the root secret and every claim's secret, in every
+    // log of the run (apiserver, etcd, audit, RustFS, the controller).
+    let files = assert_no_leaks(env.dir()).expect("no credential in any log");
+    assert!(files >= 3, "scanned {files} logs");
+    assert_no_leaks(log_dir.path()).expect("no credential in the controller's log");
+    let text = std::fs::read_to_string(log_dir.path().join("controller.log")).expect("log");
+    assert!(
+        text.contains("issued the claim its own user"),
+        "the scanned log is the controller's"
+    );
     assert_rbac_is_exactly_what_is_used(&env);
+}
+
+/// Sends this test process's tracing output (the controller's), at debug
+/// level, to `controller.log` in a directory of its own, where the secret
+/// scan reads it.
+fn controller_log() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("log dir");
+    let file = std::fs::File::create(dir.path().join("controller.log")).expect("log file");
+    let subscriber = tracing_subscriber::fmt()
+        .with_env_filter("info,lib_provisioner=debug,sample_provisioner=debug")
+        .with_writer(std::sync::Mutex::new(file))
+        .with_ansi(false)
+        .finish();
+    // Global, so the controller's tasks on every worker thread log there.
+    tracing::subscriber::set_global_default(subscriber).expect("the first subscriber");
+    dir
+}
+
+type ClaimAccess = (aws_sdk_s3::Client, String, String);
+
+fn code<E: aws_sdk_s3::error::ProvideErrorMetadata>(e: &E) -> String {
+    e.code().unwrap_or("(no code)").to_owned()
+}
+
+/// A claim's credentials reach its bucket and nothing else: another
+/// claim's bucket, creating buckets and listing them are refused.
+async fn assert_isolated((client, own, key): &ClaimAccess, other: &str) {
+    let put = client
+        .put_object()
+        .bucket(other)
+        .key("intruder.txt")
+        .body(ByteStream::from_static(b"x"))
+        .send()
+        .await
+        .expect_err("another claim's bucket");
+    assert_eq!(code(&put), "AccessDenied", "{key} writing {other}");
+    let list = client
+        .list_objects_v2()
+        .bucket(other)
+        .send()
+        .await
+        .expect_err("another claim's listing");
+    assert_eq!(code(&list), "AccessDenied", "{key} listing {other}");
+    let create = client
+        .create_bucket()
+        .bucket(format!("{key}-extra"))
+        .send()
+        .await
+        .expect_err("creating a bucket");
+    assert_eq!(code(&create), "AccessDenied", "{key} creating a bucket");
+    // ListBuckets: RustFS answers with the buckets the user may reach
+    // rather than AccessDenied; either way no other bucket shows.
+    match client.list_buckets().send().await {
+        Ok(out) => {
+            let names: Vec<_> = out.buckets().iter().filter_map(|b| b.name()).collect();
+            assert!(names.iter().all(|n| n == own), "{key} sees {names:?}");
+        }
+        Err(e) => assert_eq!(code(&e), "AccessDenied"),
+    }
+}
+
+/// Read-only credentials read and list their bucket and cannot write it.
+async fn assert_read_only((client, bucket, key): &ClaimAccess, root: &aws_sdk_s3::Client) {
+    root.put_object()
+        .bucket(bucket)
+        .key("seed.txt")
+        .body(ByteStream::from_static(b"seed"))
+        .send()
+        .await
+        .expect("seed");
+    client
+        .get_object()
+        .bucket(bucket)
+        .key("seed.txt")
+        .send()
+        .await
+        .expect("read-only reads");
+    client
+        .list_objects_v2()
+        .bucket(bucket)
+        .send()
+        .await
+        .expect("read-only lists");
+    let put = client
+        .put_object()
+        .bucket(bucket)
+        .key("nope.txt")
+        .body(ByteStream::from_static(b"x"))
+        .send()
+        .await
+        .expect_err("read-only writes");
+    assert_eq!(code(&put), "AccessDenied", "{key}");
+    let delete = client
+        .delete_object()
+        .bucket(bucket)
+        .key("seed.txt")
+        .send()
+        .await
+        .expect_err("read-only deletes");
+    assert_eq!(code(&delete), "AccessDenied", "{key}");
+}
+
+/// The claim's `maxSize: 64Ki` is a hard quota on its bucket.
+async fn assert_quota_enforced((client, bucket, _): &ClaimAccess) {
+    let over = client
+        .put_object()
+        .bucket(bucket)
+        .key("too-big.bin")
+        .body(ByteStream::from(vec![0u8; 128 * 1024]))
+        .send()
+        .await
+        .expect_err("a write over the quota");
+    assert!(
+        format!("{over:?}").contains("quota"),
+        "refused for the quota: {over:?}"
+    );
 }
 
 /// Permissions the code needs on paths this scenario does not take, and why.

@@ -10,12 +10,16 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
+use aws_sdk_s3::error::ProvideErrorMetadata;
+use aws_sdk_s3::primitives::ByteStream;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, PostParams};
 use lib_provisioner::api::{ClaimPhase, ObjectBucket, ObjectBucketClaim};
 use obc_tests::TestEnv;
 use obc_tests::recording::{install_crds, wait_phase};
+use obc_tests::rustfs::RustFs;
+use obc_tests::testenv::s3_client_for;
 
 fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -35,7 +39,10 @@ async fn main() -> Result<()> {
         env.apiserver_url(),
         env.kubeconfig_path().display()
     );
-    println!("S3 server ready: {}", env.s3_endpoint());
+    // RustFS: S3 plus the MinIO admin API, so the claim gets its own user.
+    let store = RustFs::start(env.dir()).await?;
+    let endpoint = store.endpoint().trim_end_matches('/').to_owned();
+    println!("object store (RustFS) ready: {endpoint}");
 
     install_crds(&env).await?;
     env.apply_yaml(&read("deploy/namespace.yaml")?).await?;
@@ -45,13 +52,13 @@ async fn main() -> Result<()> {
     // admin credentials in the Secret it names.
     let mut class: StorageClass = serde_yaml::from_str(&read("deploy/example-storageclass.yaml")?)?;
     let params = class.parameters.get_or_insert_with(Default::default);
-    params.insert("endpoint".into(), env.s3_endpoint());
+    params.insert("endpoint".into(), endpoint.clone());
     let secret_name = params.get("adminSecretName").cloned().unwrap_or_default();
     let secret_ns = params
         .get("adminSecretNamespace")
         .cloned()
         .unwrap_or_default();
-    let (access_key, secret_key) = env.s3_root_credentials();
+    let (access_key, secret_key) = store.root_credentials();
     let admin: Secret = serde_json::from_value(serde_json::json!({
         "metadata": {"name": secret_name, "namespace": secret_ns},
         "stringData": {"AWS_ACCESS_KEY_ID": access_key, "AWS_SECRET_ACCESS_KEY": secret_key}
@@ -131,10 +138,16 @@ async fn main() -> Result<()> {
     let secret = Api::<Secret>::namespaced(client.clone(), &ns)
         .get(&name)
         .await?;
-    let keys: Vec<String> = secret.data.unwrap_or_default().into_keys().collect();
+    let data = secret.data.unwrap_or_default();
+    let value = |k: &str| {
+        data.get(k)
+            .map(|v| String::from_utf8_lossy(&v.0).into_owned())
+            .unwrap_or_default()
+    };
+    let (claim_key, claim_secret) = (value("AWS_ACCESS_KEY_ID"), value("AWS_SECRET_ACCESS_KEY"));
+    let keys: Vec<&String> = data.keys().collect();
     println!(
-        "--- Secret {ns}/{name} keys (values not shown): {}",
-        keys.join(", ")
+        "--- Secret {ns}/{name} keys (values not shown): {keys:?}; its access key is the claim's own user {claim_key:?}, not the admin's"
     );
     let cm = Api::<ConfigMap>::namespaced(client.clone(), &ns)
         .get(&name)
@@ -143,14 +156,52 @@ async fn main() -> Result<()> {
     print!("{}", serde_yaml::to_string(&cm.data.unwrap_or_default())?);
 
     // The bucket is real: it is listed by the store itself.
-    let buckets = env.s3_client().list_buckets().send().await?;
-    let bucket = ob.bucket_name().unwrap_or_default();
-    let listed = buckets.buckets().iter().any(|b| b.name() == Some(bucket));
-    println!("--- S3 server lists bucket {bucket:?}: {listed}");
+    let bucket = ob.bucket_name().unwrap_or_default().to_owned();
+    let root = store.root_client();
+    root.create_bucket().bucket("someone-else").send().await?;
+    let proved = prove_isolation(&endpoint, &claim_key, &claim_secret, &bucket).await;
     let _ = provisioner.kill().await;
-    if !listed {
-        bail!("the bucket is not in the S3 server");
-    }
+    store.stop().await;
+    proved?;
     println!("\ndemo complete: the claim is Bound");
     Ok(())
+}
+
+/// Uses the claim's credentials as its application would: its bucket works,
+/// another bucket on the same store does not.
+async fn prove_isolation(endpoint: &str, key: &str, secret: &str, bucket: &str) -> Result<()> {
+    let app = s3_client_for(endpoint, key, secret);
+    app.put_object()
+        .bucket(bucket)
+        .key("hello.txt")
+        .body(ByteStream::from_static(b"hello from the claim"))
+        .send()
+        .await
+        .context("the claim's credentials writing its bucket")?;
+    let body = app
+        .get_object()
+        .bucket(bucket)
+        .key("hello.txt")
+        .send()
+        .await
+        .context("the claim's credentials reading its bucket")?
+        .body
+        .collect()
+        .await?
+        .into_bytes();
+    println!(
+        "--- with the claim's credentials: wrote and read {bucket}/hello.txt ({:?})",
+        String::from_utf8_lossy(&body)
+    );
+    match app.list_objects_v2().bucket("someone-else").send().await {
+        Err(e) if e.code() == Some("AccessDenied") => {
+            println!("--- with the claim's credentials: bucket someone-else is AccessDenied");
+            Ok(())
+        }
+        Err(e) => bail!(
+            "expected AccessDenied on another bucket, got {:?}",
+            e.code()
+        ),
+        Ok(_) => bail!("the claim's credentials reach a bucket that is not the claim's"),
+    }
 }

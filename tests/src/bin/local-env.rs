@@ -1,5 +1,5 @@
-//! Starts the local test environment (etcd, kube-apiserver, S3 server) and keeps it
-//! running until Ctrl-C:
+//! Starts the local test environment (etcd, kube-apiserver, RustFS) and keeps
+//! it running until Ctrl-C:
 //!
 //! ```text
 //! cargo run -p obc-tests --bin local-env
@@ -8,6 +8,7 @@
 use std::io::IsTerminal;
 
 use obc_tests::TestEnv;
+use obc_tests::rustfs::RustFs;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -19,7 +20,11 @@ async fn main() -> anyhow::Result<()> {
         .init();
 
     let env = TestEnv::start().await?;
-    let (access_key, secret_key) = env.s3_root_credentials();
+    // RustFS rather than the environment's s3s-fs: it has the MinIO admin
+    // API that the default credentialsMode (per-claim) needs.
+    let store = RustFs::start(env.dir()).await?;
+    let endpoint = store.endpoint().trim_end_matches('/').to_owned();
+    let (access_key, secret_key) = store.root_credentials();
     println!();
     println!(
         "Test environment is up ({:.1?}). Data and logs: {}",
@@ -28,18 +33,19 @@ async fn main() -> anyhow::Result<()> {
     );
     println!();
     println!("export KUBECONFIG={}", env.kubeconfig_path().display());
-    println!("export AWS_ENDPOINT_URL={}", env.s3_endpoint());
+    println!("export AWS_ENDPOINT_URL={endpoint}");
     println!("export AWS_ACCESS_KEY_ID={access_key}");
     println!("export AWS_SECRET_ACCESS_KEY={secret_key}");
     println!("export AWS_REGION={}", obc_tests::testenv::S3_REGION);
     println!();
     println!("kube-apiserver: {}", env.apiserver_url());
-    println!("S3 endpoint:    {}", env.s3_endpoint());
+    println!("S3 endpoint:    {endpoint} (RustFS, with the MinIO admin API)");
     println!();
     println!("Press Ctrl-C to stop and remove everything.");
 
     tokio::signal::ctrl_c().await?;
     println!("Stopping...");
+    store.stop().await;
     drop(env);
     Ok(())
 }

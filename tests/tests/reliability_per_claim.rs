@@ -1,0 +1,272 @@
+//! Crash safety of per-claim credentials: the sample provisioner, as its own
+//! process under `deploy/rbac.yaml`, against RustFS (S3 and the MinIO admin
+//! API), killed at each of its own crash points between the admin calls
+//! (`sample_provisioner::credentials::POINTS`). After each kill a fresh
+//! process must bind the claims with working credentials, and the store
+//! must hold exactly one user and one policy per live claim: none doubled,
+//! none orphaned, also when the claims are deleted while the process is
+//! down (the ObjectBucket then records no user yet).
+
+#![allow(clippy::unwrap_used)] // tests may unwrap; the library may not
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail, ensure};
+use aws_sdk_s3::primitives::ByteStream;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::Client;
+use kube::api::{Api, DeleteParams, PostParams};
+use lib_provisioner::api::{ClaimPhase, ObjectBucketClaim, ObjectBucketClaimSpec};
+use obc_tests::TestEnv;
+use obc_tests::reliability::{
+    Launch, Proc, Summary, assert_no_leaks, create_class, install_sample, log_root,
+    register_claim_secrets, register_secret, wait_all_bound, wait_all_gone,
+};
+use obc_tests::rustfs::RustFs;
+use obc_tests::testenv::s3_client_for;
+use sample_provisioner::admin::AdminClient;
+use sample_provisioner::credentials::{POINTS, policy_name, user_name};
+
+const BIN: &str = env!("CARGO_BIN_EXE_crash-provisioner");
+const T: Duration = Duration::from_secs(45);
+const PROVISIONER: &str = "objectbucket.io/sample-s3-per-claim";
+const ADMIN_SECRET: &str = "rustfs-admin";
+
+fn logs() -> &'static Path {
+    log_root(Path::new(env!("CARGO_TARGET_TMPDIR")))
+}
+
+struct Suite {
+    env: TestEnv,
+    admin: Client,
+    store: RustFs,
+    store_admin: AdminClient,
+    launch: Launch,
+}
+
+impl Suite {
+    async fn start() -> Result<Self> {
+        let env = TestEnv::start().await?;
+        let kubeconfig = install_sample(&env).await?;
+        let store = RustFs::start(env.dir()).await?;
+        let (key, secret) = store.root_credentials();
+        register_secret(&secret);
+        let admin = env.admin_client();
+        let admin_secret: Secret = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": ADMIN_SECRET, "namespace": "obc-system"},
+            "stringData": {"AWS_ACCESS_KEY_ID": key, "AWS_SECRET_ACCESS_KEY": secret}
+        }))?;
+        Api::<Secret>::namespaced(admin.clone(), "obc-system")
+            .create(&PostParams::default(), &admin_secret)
+            .await?;
+        let endpoint = store.endpoint().trim_end_matches('/').to_owned();
+        for (class, reclaim) in [("pc-delete", "Delete"), ("pc-retain", "Retain")] {
+            let params = [
+                ("endpoint", endpoint.as_str()),
+                ("adminSecretName", ADMIN_SECRET),
+                ("adminSecretNamespace", "obc-system"),
+                ("forceDelete", "true"),
+            ];
+            let params = params
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect();
+            create_class(&admin, class, PROVISIONER, reclaim, params).await?;
+        }
+        let store_admin = AdminClient::new(
+            &endpoint,
+            "us-east-1",
+            lib_provisioner::Credentials::new(key, secret),
+        )?;
+        let mut launch = Launch::new(BIN, &kubeconfig, "per-claim");
+        launch.provisioner = PROVISIONER.to_owned();
+        // One claim at a time: the process dies exactly at the point.
+        launch.concurrency = Some(1);
+        Ok(Self {
+            env,
+            admin,
+            store,
+            store_admin,
+            launch,
+        })
+    }
+
+    /// The provisioner's users and policies on the store.
+    async fn store_identities(&self) -> Result<(BTreeSet<String>, BTreeSet<String>)> {
+        let users = self.store_admin.list_users().await?;
+        let policies = self.store_admin.list_canned_policies().await?;
+        Ok((
+            users.into_keys().filter(|u| u.starts_with("obc")).collect(),
+            policies
+                .into_iter()
+                .filter(|p| p.starts_with("obc-claim-"))
+                .collect(),
+        ))
+    }
+
+    /// Exactly the users and policies of `uids`.
+    async fn expect_identities(&self, uids: &[String], when: &str) -> Result<()> {
+        let (users, policies) = self.store_identities().await?;
+        let want_users: BTreeSet<String> = uids.iter().map(|u| user_name(u)).collect();
+        let want_policies: BTreeSet<String> = uids.iter().map(|u| policy_name(u)).collect();
+        ensure!(
+            users == want_users,
+            "{when}: users {users:?}, expected {want_users:?}"
+        );
+        ensure!(
+            policies == want_policies,
+            "{when}: policies {policies:?}, expected {want_policies:?}"
+        );
+        Ok(())
+    }
+}
+
+/// Waits until `proc` exits (`true`) or `done` holds (`false`).
+async fn crashed_or<F, Fut>(proc: &mut Proc, mut done: F) -> Result<bool>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<bool>>,
+{
+    let deadline = tokio::time::Instant::now() + T;
+    loop {
+        if !proc.is_running() {
+            return Ok(true);
+        }
+        if done().await.unwrap_or(false) {
+            return Ok(false);
+        }
+        if tokio::time::Instant::now() > deadline {
+            bail!("neither crashed nor done in {T:?}:\n{}", proc.log_tail(30));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn bound(client: &Client, ns: &str, names: &[String]) -> Result<bool> {
+    let api: Api<ObjectBucketClaim> = Api::namespaced(client.clone(), ns);
+    for n in names {
+        let c = api.get(n).await?;
+        if c.status.and_then(|s| s.phase) != Some(ClaimPhase::Bound) {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// The claim's Secret reaches its bucket.
+async fn credentials_work(suite: &Suite, ns: &str, name: &str) -> Result<()> {
+    let secret = Api::<Secret>::namespaced(suite.admin.clone(), ns)
+        .get(name)
+        .await?;
+    let data = secret.data.context("secret data")?;
+    let value = |k: &str| String::from_utf8(data[k].0.clone()).context("utf8");
+    let (key, secret) = (value("AWS_ACCESS_KEY_ID")?, value("AWS_SECRET_ACCESS_KEY")?);
+    let cm = Api::<ConfigMap>::namespaced(suite.admin.clone(), ns)
+        .get(name)
+        .await?;
+    let bucket = cm.data.context("configmap data")?["BUCKET_NAME"].clone();
+    let client = s3_client_for(&suite.store.endpoint(), &key, &secret);
+    client
+        .put_object()
+        .bucket(&bucket)
+        .key("probe.txt")
+        .body(ByteStream::from_static(b"probe"))
+        .send()
+        .await
+        .with_context(|| format!("{ns}/{name}'s credentials on {bucket}"))?;
+    Ok(())
+}
+
+async fn delete_all(client: &Client, ns: &str, names: &[String]) -> Result<()> {
+    let api: Api<ObjectBucketClaim> = Api::namespaced(client.clone(), ns);
+    for n in names {
+        api.delete(n, &DeleteParams::default()).await?;
+    }
+    Ok(())
+}
+
+/// One iteration: `point` armed while two claims (Delete, Retain)
+/// provision; after the crash, either a fresh process binds them and they
+/// are deleted, or they are deleted while the process is down.
+async fn iteration(suite: &Suite, point: &str, idx: usize, delete_while_down: bool) -> Result<()> {
+    let ns = format!("pc-{idx}");
+    suite.env.ensure_namespace(&ns).await?;
+    let mut proc = suite.launch.armed(point).start(logs())?;
+    let names: Vec<String> = ["del", "ret"].iter().map(|n| (*n).to_owned()).collect();
+    let api: Api<ObjectBucketClaim> = Api::namespaced(suite.admin.clone(), &ns);
+    for (name, class) in names.iter().zip(["pc-delete", "pc-retain"]) {
+        let spec = ObjectBucketClaimSpec {
+            storage_class_name: class.into(),
+            generate_bucket_name: Some(format!("pc{idx}-{name}")),
+            ..Default::default()
+        };
+        api.create(&PostParams::default(), &ObjectBucketClaim::new(name, spec))
+            .await?;
+    }
+    let crashed = crashed_or(&mut proc, || bound(&suite.admin, &ns, &names)).await?;
+    ensure!(crashed && proc.crashed_at(point), "did not die at {point}");
+    let mut uids = Vec::new();
+    for n in &names {
+        uids.push(api.get(n).await?.metadata.uid.context("uid")?);
+    }
+    if delete_while_down {
+        delete_all(&suite.admin, &ns, &names).await?;
+        let _proc = suite.launch.unarmed().start(logs())?;
+        wait_all_gone(&suite.admin, &ns, &names, T).await?;
+        suite
+            .expect_identities(&[], &format!("{point}, deleted while down"))
+            .await?;
+        return Ok(());
+    }
+    let _proc = suite.launch.unarmed().start(logs())?;
+    wait_all_bound(&suite.admin, &ns, &names, T).await?;
+    for n in &names {
+        credentials_work(suite, &ns, n).await?;
+    }
+    suite
+        .expect_identities(&uids, &format!("{point}, after the restart"))
+        .await?;
+    register_claim_secrets(&suite.admin, &[ns.as_str()]).await?;
+    delete_all(&suite.admin, &ns, &names).await?;
+    wait_all_gone(&suite.admin, &ns, &names, T).await?;
+    suite
+        .expect_identities(&[], &format!("{point}, after deletion"))
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_claim_credentials_survive_a_crash_between_any_two_admin_calls() {
+    let suite = Suite::start().await.expect("suite starts");
+    let mut summary = Summary::new("per-claim credentials crash points");
+    let mut result = Ok(());
+    let mut idx = 0;
+    'points: for point in POINTS {
+        for delete_while_down in [false, true] {
+            idx += 1;
+            if let Err(e) = iteration(&suite, point, idx, delete_while_down).await {
+                result =
+                    Err(e.context(format!("{point} (delete while down: {delete_while_down})")));
+                break 'points;
+            }
+            summary.counts.scenarios += 1;
+            summary.counts.crashes += 1;
+        }
+    }
+    summary.note("crash points", POINTS.len());
+    summary.note(
+        "variants per point",
+        "restart then delete; delete while down",
+    );
+    let scan = assert_no_leaks(logs());
+    summary.note(
+        "logs scanned for credentials",
+        scan.as_ref().map_or("LEAK".to_owned(), ToString::to_string),
+    );
+    summary.failed = result.is_err() || scan.is_err();
+    summary.print(logs());
+    suite.store.stop().await;
+    result.unwrap();
+    scan.unwrap();
+}
