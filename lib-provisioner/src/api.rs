@@ -318,18 +318,21 @@ impl ObjectBucket {
     }
 }
 
-/// The CRDs as YAML documents, keyed by file name under `crds/`.
+/// The CRDs as YAML documents, keyed by file name under `crds/`. Needs the
+/// `crd-yaml` feature (which brings `serde_yaml`); without it, render
+/// `kube::CustomResourceExt::crd()` with the serializer of your choice.
 ///
 /// ```
 /// let files = lib_provisioner::api::crd_files();
 /// assert!(files.iter().any(|(name, yaml)| name.contains("objectbucketclaims") && yaml.contains("objectBucketName")));
 /// ```
+#[cfg(feature = "crd-yaml")]
 pub fn crd_files() -> Vec<(&'static str, String)> {
     use kube::CustomResourceExt;
     let render = |crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition| {
         let yaml = serde_yaml::to_string(&crd).unwrap_or_else(|e| format!("# could not render: {e}\n"));
         format!(
-            "# Generated from lib-provisioner/src/api.rs by `cargo run -p lib-provisioner --bin crdgen`.\n# Do not edit: a test fails when this file drifts from the types.\n---\n{yaml}"
+            "# Generated from lib-provisioner/src/api.rs by `cargo run -p obc-tests --bin crdgen`.\n# Do not edit: a test fails when this file drifts from the types.\n---\n{yaml}"
         )
     };
     vec![

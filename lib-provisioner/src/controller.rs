@@ -27,7 +27,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use futures::future::{BoxFuture, FutureExt};
@@ -44,15 +44,17 @@ use tokio::sync::watch;
 use tracing::{error, info, warn};
 
 use crate::api::{ClaimPhase, ObjectBucket, ObjectBucketClaim, PROVISIONER_LABEL};
-use crate::error::{Error, Result};
+use crate::error::{Result, RunError};
 use crate::leader::{Elector, LeaderElection, Leadership};
 use crate::metrics::Metrics;
 use crate::names;
 use crate::provisioner::Provisioner;
 use crate::reconcile::{self, Backoffs, ChildStores, Context, bucket, claim};
+use crate::server::Health;
 
 /// Which namespaces' claims to serve.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum WatchScope {
     /// Every namespace.
     #[default]
@@ -60,6 +62,10 @@ pub enum WatchScope {
     /// Only these namespaces.
     Namespaces(Vec<String>),
 }
+
+/// How long a provisioner call may take unless
+/// [`ControllerBuilder::provisioner_timeout`] says otherwise.
+pub const DEFAULT_PROVISIONER_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Configures and starts a provisioner controller.
 pub struct ControllerBuilder<P> {
@@ -71,6 +77,7 @@ pub struct ControllerBuilder<P> {
     serve_on: Option<SocketAddr>,
     resync: Duration,
     backoff: (Duration, Duration),
+    provisioner_timeout: Duration,
 }
 
 impl<P: Provisioner> ControllerBuilder<P> {
@@ -87,6 +94,7 @@ impl<P: Provisioner> ControllerBuilder<P> {
             serve_on: None,
             resync: Duration::from_secs(600),
             backoff: (Duration::from_millis(500), Duration::from_secs(300)),
+            provisioner_timeout: DEFAULT_PROVISIONER_TIMEOUT,
         }
     }
 
@@ -131,14 +139,36 @@ impl<P: Provisioner> ControllerBuilder<P> {
         self
     }
 
+    /// How long one provisioner call may take before it is abandoned
+    /// (default [`DEFAULT_PROVISIONER_TIMEOUT`]). A call cut off is treated
+    /// as retryable: the claim shows a `ProvisionerTimeout` Event and
+    /// status message and is retried with backoff, so one hung store call
+    /// neither pins a claim forever nor holds shutdown past this bound.
+    ///
+    /// ```
+    /// # use lib_provisioner::{ControllerBuilder, provisioner::Provisioner};
+    /// # fn configure<P: Provisioner>(p: P) {
+    /// let builder = ControllerBuilder::new("example.com/bucket", p)
+    ///     .provisioner_timeout(std::time::Duration::from_secs(20));
+    /// # }
+    /// ```
+    pub fn provisioner_timeout(mut self, timeout: Duration) -> Self {
+        self.provisioner_timeout = timeout;
+        self
+    }
+
     /// Runs until `shutdown` completes (then returns `Ok`) or leadership is
-    /// lost (then returns [`Error::LostLease`]; exit and let the Deployment
-    /// restart the process as a standby).
+    /// lost (then returns [`RunError::LostLease`]; exit and let the
+    /// Deployment restart the process as a standby).
+    ///
+    /// On shutdown, reconciles in flight finish first; none takes longer
+    /// than the [provisioner timeout](Self::provisioner_timeout) plus its
+    /// Kubernetes writes.
     pub async fn run(
         self,
         client: Client,
         shutdown: impl Future<Output = ()> + Send + 'static,
-    ) -> Result<()> {
+    ) -> Result<(), RunError> {
         let health = Arc::new(Health::default());
         let (stop_tx, stop_rx) = watch::channel(false);
         let mut shutdown = shutdown.boxed();
@@ -147,7 +177,7 @@ impl<P: Provisioner> ControllerBuilder<P> {
         if let Some(addr) = self.serve_on {
             let listener = tokio::net::TcpListener::bind(addr)
                 .await
-                .map_err(|source| Error::Serve { addr, source })?;
+                .map_err(|source| RunError::Serve { addr, source })?;
             tokio::spawn(crate::server::serve(
                 listener,
                 health.clone(),
@@ -163,14 +193,14 @@ impl<P: Provisioner> ControllerBuilder<P> {
             // A standby is healthy and ready: it serves by waiting.
             health.ready.store(true, Ordering::Relaxed);
             tokio::select! {
-                acquired = elector.acquire() => acquired?,
+                () = elector.acquire() => {}
                 () = &mut shutdown => return Ok(()),
             }
         }
 
         let leadership = elector.as_ref().map(|e| e.leadership());
         let running = self.start(client, metrics, health.clone(), stop_rx, leadership);
-        let lost: BoxFuture<'static, Error> = match &elector {
+        let lost: BoxFuture<'static, RunError> = match &elector {
             Some(e) => {
                 let e = e.clone();
                 async move { e.hold().await }.boxed()
@@ -337,6 +367,7 @@ impl<P: Provisioner> ControllerBuilder<P> {
             metrics,
             backoff: Backoffs::new(self.backoff.0, self.backoff.1),
             resync: self.resync,
+            provisioner_timeout: self.provisioner_timeout,
             caches_synced: synced_rx,
             pruned_binds: Default::default(),
             leadership,
@@ -486,10 +517,4 @@ where
         }
         other => warn!(controller = what, error = %other, "controller error"),
     }
-}
-
-/// Liveness and readiness, as the server reports them.
-#[derive(Debug, Default)]
-pub(crate) struct Health {
-    pub ready: AtomicBool,
 }

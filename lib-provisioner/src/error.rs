@@ -1,9 +1,46 @@
-//! The library's error type.
+//! The library's errors: [`RunError`], what [`ControllerBuilder::run`](crate::ControllerBuilder::run)
+//! returns, and [`Error`], why one reconcile did not finish (seen in logs
+//! and metrics, never returned to the application).
 
 use crate::provisioner::ProvisionError;
 
-/// Why a reconcile did not finish. Each variant says what to do about it.
+/// Why [`ControllerBuilder::run`](crate::ControllerBuilder::run) stopped.
+///
+/// ```
+/// # use lib_provisioner::RunError;
+/// fn exit_code(err: &RunError) -> i32 {
+///     match err {
+///         // Not a failure: a standby leads now; restart as a standby.
+///         RunError::LostLease(_) => 0,
+///         _ => 1,
+///     }
+/// }
+/// # assert_eq!(exit_code(&RunError::LostLease("obc (now held by b)".into())), 0);
+/// ```
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunError {
+    /// Leader election lost its lease; the process must stop acting. Exit
+    /// and let the Deployment restart the process as a standby.
+    #[error("lost the leader lease {0}; stopping so that the new leader acts alone")]
+    LostLease(String),
+    /// The metrics/health server could not start: pick a free address.
+    #[error("could not serve metrics and health on {addr}: {source}")]
+    Serve {
+        /// The address.
+        addr: std::net::SocketAddr,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Why a reconcile did not finish. Each variant says what to do about it.
+///
+/// Reconcile errors are retried by the library; they reach the application
+/// only through logs, metrics (`kind()`), and the claim's status and Events.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// A Kubernetes API call failed; retried with backoff. Check the
     /// controller's RBAC and the apiserver's health if it persists.
@@ -59,18 +96,6 @@ pub enum Error {
     /// A reconcile made more steps than any valid sequence needs: a bug.
     #[error("reconcile did not converge after {0} steps; please report this with the claim's YAML")]
     NoConvergence(usize),
-    /// Leader election lost its lease; the process must stop acting.
-    #[error("lost the leader lease {0}; stopping so that the new leader acts alone")]
-    LostLease(String),
-    /// The metrics/health server could not start.
-    #[error("could not serve metrics and health on {addr}: {source}")]
-    Serve {
-        /// The address.
-        addr: std::net::SocketAddr,
-        /// The I/O error.
-        #[source]
-        source: std::io::Error,
-    },
 }
 
 impl Error {
@@ -108,8 +133,6 @@ impl Error {
             Self::Waiting(_) => "waiting",
             Self::MissingField(_) => "missing_field",
             Self::NoConvergence(_) => "no_convergence",
-            Self::LostLease(_) => "lost_lease",
-            Self::Serve { .. } => "serve",
         }
     }
 }

@@ -63,11 +63,12 @@ mod tests {
     use super::POINTS;
     use std::collections::BTreeSet;
 
-    /// The names passed to `hit` in the reconcilers' source.
+    /// The names passed to `hit` in the reconcilers' and writes' source.
     fn hit_names() -> BTreeSet<String> {
         let sources = [
             include_str!("reconcile/claim.rs"),
             include_str!("reconcile/bucket.rs"),
+            include_str!("writes.rs"),
         ];
         let call = ["failpoint::hit(", "\""].concat();
         let mut names = BTreeSet::new();

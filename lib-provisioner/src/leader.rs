@@ -32,10 +32,11 @@ use kube::api::{Api, PostParams};
 use tokio::time::{Instant, sleep};
 use tracing::{info, warn};
 
-use crate::error::{Error, Result, is_status};
+use crate::error::{Error, Result, RunError, is_status};
 
 /// Where and as whom to take part in the election.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct LeaderElection {
     /// Namespace of the Lease.
     pub namespace: String,
@@ -144,13 +145,13 @@ impl Elector {
     }
 
     /// Waits until this replica holds the Lease.
-    pub(crate) async fn acquire(&self) -> Result<()> {
+    pub(crate) async fn acquire(&self) {
         let mut announced = None;
         loop {
             match self.try_hold().await {
                 Ok(Attempt::Held) => {
                     info!(lease = %self.cfg.lease_name, identity = %self.cfg.identity, "became leader");
-                    return Ok(());
+                    return;
                 }
                 Ok(Attempt::HeldByOther(holder)) => {
                     if announced.as_ref() != Some(&holder) {
@@ -165,18 +166,18 @@ impl Elector {
     }
 
     /// Renews the Lease until it is lost; returns the reason.
-    pub(crate) async fn hold(&self) -> Error {
+    pub(crate) async fn hold(&self) -> RunError {
         loop {
             sleep(self.cfg.renew_every).await;
             if let Err(e) = self.leadership.check() {
                 // Paused past the lease: another replica may lead now, and
                 // renewing would not undo the overlap. Stop.
-                return Error::LostLease(format!("{} ({e})", self.cfg.lease_name));
+                return RunError::LostLease(format!("{} ({e})", self.cfg.lease_name));
             }
             match self.try_hold().await {
                 Ok(Attempt::Held) => {}
                 Ok(Attempt::HeldByOther(holder)) => {
-                    return Error::LostLease(format!(
+                    return RunError::LostLease(format!(
                         "{} (now held by {holder})",
                         self.cfg.lease_name
                     ));
@@ -186,7 +187,7 @@ impl Elector {
                     // Stop before our lease can expire, so the next leader never
                     // overlaps with us.
                     if self.leadership.age() + self.cfg.renew_every >= self.cfg.lease_duration {
-                        return Error::LostLease(format!(
+                        return RunError::LostLease(format!(
                             "{} (renewal failed: {e})",
                             self.cfg.lease_name
                         ));

@@ -30,9 +30,10 @@ mod reconcile;
 mod server;
 mod writes;
 
-pub use controller::{ControllerBuilder, WatchScope};
-pub use error::Error;
+pub use controller::{ControllerBuilder, DEFAULT_PROVISIONER_TIMEOUT, WatchScope};
+pub use error::{Error, RunError};
 pub use provisioner::{
-    BucketAccess, BucketRequest, Credentials, ProvisionError, Provisioner, TeardownRequest,
+    BucketAccess, BucketRequest, ClaimIdentity, Credentials, ProvisionError, Provisioner,
+    TeardownRequest,
 };
 pub use reconcile::status::BOUND_CONDITION;

@@ -2,7 +2,7 @@
 //! process is alive) and `/readyz` (caches synced, or standing by).
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use axum::Router;
 use axum::extract::State;
@@ -12,7 +12,6 @@ use axum::routing::get;
 use tokio::net::TcpListener;
 use tracing::warn;
 
-use crate::controller::Health;
 use crate::metrics::Metrics;
 
 #[derive(Clone)]
@@ -48,4 +47,11 @@ async fn ready(State(state): State<AppState>) -> impl IntoResponse {
     } else {
         (StatusCode::SERVICE_UNAVAILABLE, "caches are not synced yet")
     }
+}
+
+/// Liveness and readiness, as the server reports them; the controller sets
+/// them (so the server depends on nothing of the controller's).
+#[derive(Debug, Default)]
+pub(crate) struct Health {
+    pub ready: AtomicBool,
 }

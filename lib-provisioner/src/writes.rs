@@ -305,6 +305,15 @@ pub(crate) async fn release_object_bucket(
     }
 }
 
+/// Removes the ObjectBucket: our finalizer first, then the object (a crash
+/// in between leaves an ObjectBucket without finalizer, which the next pass
+/// deletes).
+pub(crate) async fn remove_object_bucket(client: &Client, ob: &ObjectBucket) -> Result<()> {
+    release_object_bucket(client, ob).await?;
+    crate::failpoint::hit("after-object-bucket-finalizer-removed");
+    delete_object_bucket(client, &ob.name_any()).await
+}
+
 /// Deletes the ObjectBucket (after its finalizer is gone).
 pub(crate) async fn delete_object_bucket(client: &Client, name: &str) -> Result<()> {
     match Api::<ObjectBucket>::all(client.clone())

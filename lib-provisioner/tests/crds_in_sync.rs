@@ -13,13 +13,13 @@ fn checked_in_crds_match_the_types() {
         let path = crds_dir().join(name);
         let on_disk = std::fs::read_to_string(&path).unwrap_or_else(|e| {
             panic!(
-                "{}: {e}; run `cargo run -p lib-provisioner --bin crdgen`",
+                "{}: {e}; run `cargo run -p obc-tests --bin crdgen`",
                 path.display()
             )
         });
         assert!(
             on_disk == generated,
-            "{} drifted from lib-provisioner/src/api.rs; run `cargo run -p lib-provisioner --bin crdgen`",
+            "{} drifted from lib-provisioner/src/api.rs; run `cargo run -p obc-tests --bin crdgen`",
             path.display()
         );
     }

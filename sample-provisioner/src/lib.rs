@@ -4,8 +4,9 @@
 //! - [`access`]: credentials mode, access mode and quota options.
 //! - [`admin`]: a client for the MinIO admin API (users, policies, quotas).
 //! - [`params`]: the StorageClass parameters, parsed and checked.
-//! - [`store`]: bucket operations and the ownership marker.
+//! - [`store`]: bucket operations and the ownership record (tag or marker).
 //! - [`credentials`]: who gets which credentials ([`credentials::CredentialIssuer`]).
+//! - [`intents`]: creation intents as ConfigMaps (stores with bucket tags).
 //! - [`errors`]: store failures, classified retryable or permanent.
 //! - [`s3`]: [`S3Provisioner`], the `lib_provisioner::Provisioner`.
 //!
@@ -16,6 +17,8 @@ pub mod access;
 pub mod admin;
 pub mod credentials;
 pub mod errors;
+pub mod http;
+pub mod intents;
 pub mod params;
 pub mod s3;
 pub mod store;

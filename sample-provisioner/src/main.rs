@@ -73,7 +73,7 @@ struct Cli {
     )]
     leader_elect: bool,
 
-    /// Namespace of the leader-election Lease (in a pod: set POD_NAMESPACE from the downward API).
+    /// Namespace of the leader-election Lease and of the creation-intent ConfigMaps (in a pod: set POD_NAMESPACE from the downward API).
     #[arg(long, env = "POD_NAMESPACE", default_value = "obc-system")]
     lease_namespace: String,
 
@@ -219,10 +219,6 @@ async fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> Result<(), String> {
-    // kube brings rustls' ring provider and aws-sdk-s3 aws-lc-rs: choose one
-    // for the process, or rustls refuses to pick.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-
     let client = kube::Client::try_default().await.map_err(|e| {
         format!("could not build a Kubernetes client from KUBECONFIG, ~/.kube/config or the in-cluster service account: {e}")
     })?;
@@ -241,7 +237,9 @@ async fn run(cli: Cli) -> Result<(), String> {
 
     let mut builder = ControllerBuilder::new(
         cli.provisioner_name.clone(),
-        S3Provisioner::new(client.clone()).with_state_bucket(cli.state_bucket.clone()),
+        S3Provisioner::new(client.clone())
+            .with_state_bucket(cli.state_bucket.clone())
+            .with_intent_namespace(cli.lease_namespace.clone()),
     )
     .namespaces(namespaces)
     .concurrency(cli.concurrency);
@@ -269,7 +267,7 @@ async fn run(cli: Cli) -> Result<(), String> {
         .run(client, shutdown_signal())
         .await
         .map_err(|e| match e {
-            lib_provisioner::Error::LostLease(_) => {
+            lib_provisioner::RunError::LostLease(_) => {
                 format!("{e}; exiting so that this replica restarts as a standby")
             }
             other => other.to_string(),

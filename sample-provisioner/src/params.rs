@@ -11,6 +11,7 @@
 //!   bucketName: shared-bucket               # optional: brownfield (library)
 //!   credentialsMode: per-claim              # optional: see crate::access
 //!   accessMode: read-write                  # optional: see crate::access
+//!   ownership: tags                         # optional: tags, or marker (no tagging)
 //! ```
 
 use std::collections::BTreeMap;
@@ -32,10 +33,12 @@ pub const ADMIN_SECRET_NAME: &str = "adminSecretName";
 pub const ADMIN_SECRET_NAMESPACE: &str = "adminSecretNamespace";
 /// Whether deleting a claim deletes a bucket that still holds objects.
 pub const FORCE_DELETE: &str = "forceDelete";
+/// How ownership of a bucket is recorded: `tags` or `marker`.
+pub const OWNERSHIP: &str = "ownership";
 /// Region used when the class names none.
 pub const DEFAULT_REGION: &str = "us-east-1";
 
-const KNOWN: [&str; 8] = [
+const KNOWN: [&str; 9] = [
     ENDPOINT,
     REGION,
     ADMIN_SECRET_NAME,
@@ -44,6 +47,7 @@ const KNOWN: [&str; 8] = [
     BROWNFIELD_BUCKET_PARAMETER,
     access::CREDENTIALS_MODE,
     access::ACCESS_MODE,
+    OWNERSHIP,
 ];
 
 /// A StorageClass's parameters, checked.
@@ -62,6 +66,20 @@ pub struct ClassParams {
     pub credentials_mode: &'static str,
     /// What the class's claims may do on their buckets.
     pub access: Access,
+    /// Where the owner of a bucket is recorded.
+    pub ownership: Ownership,
+}
+
+/// Where the claim a bucket was created for is recorded (see
+/// [`crate::store`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Ownership {
+    /// A bucket tag, with intents as ConfigMaps: nothing in the bucket.
+    #[default]
+    Tags,
+    /// A marker object in the bucket and a state bucket, for stores
+    /// without bucket tagging (s3s-fs).
+    Marker,
 }
 
 /// A checked S3 endpoint URL.
@@ -184,6 +202,15 @@ fn parse(parameters: &BTreeMap<String, String>) -> Result<ClassParams, String> {
 
     let credentials_mode = access::credentials_mode(parameters)?;
     let access = access::class_access(parameters)?;
+    let ownership = match parameters.get(OWNERSHIP).map(|v| v.trim()) {
+        None | Some("") | Some("tags") => Ownership::Tags,
+        Some("marker") => Ownership::Marker,
+        Some(other) => {
+            return Err(format!(
+                "parameter {OWNERSHIP} is {other:?}: set it to \"tags\" (the default: the bucket's owner is a bucket tag) or \"marker\" (an object .obc-owner in the bucket and a state bucket, for stores without bucket tagging)"
+            ));
+        }
+    };
 
     Ok(ClassParams {
         endpoint,
@@ -195,6 +222,7 @@ fn parse(parameters: &BTreeMap<String, String>) -> Result<ClassParams, String> {
         force_delete,
         credentials_mode,
         access,
+        ownership,
     })
 }
 
@@ -357,6 +385,7 @@ mod tests {
                 force_delete: false,
                 credentials_mode: access::PER_CLAIM_MODE,
                 access: Access::ReadWrite,
+                ownership: Ownership::Tags,
             }
         );
     }
@@ -372,11 +401,13 @@ mod tests {
                 (BROWNFIELD_BUCKET_PARAMETER, "shared"),
                 (access::CREDENTIALS_MODE, "shared-admin"),
                 (access::ACCESS_MODE, "read-only"),
+                (OWNERSHIP, "marker"),
             ])),
         )
         .expect("valid");
         assert_eq!(p.credentials_mode, access::SHARED_ADMIN_MODE);
         assert_eq!(p.access, Access::ReadOnly);
+        assert_eq!(p.ownership, Ownership::Marker);
         assert_eq!(p.endpoint.url, "https://s3.example.com");
         assert_eq!(
             (p.endpoint.host.as_str(), p.endpoint.port, p.endpoint.tls),

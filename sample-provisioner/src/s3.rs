@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Secret;
 use kube::{Api, Client};
 use lib_provisioner::api::secret_keys::{ACCESS_KEY_ID, SECRET_ACCESS_KEY};
-use lib_provisioner::api::{GENERATED_NAME_ANNOTATION, ObjectBucketClaim, RESERVED_ANNOTATION};
+use lib_provisioner::api::{GENERATED_NAME_ANNOTATION, ObjectBucketClaim};
 use lib_provisioner::{
     BucketAccess, BucketRequest, Credentials, ProvisionError, Provisioner, TeardownRequest,
 };
@@ -23,7 +23,12 @@ use crate::credentials::{
     CREDENTIALS_MODE_KEY, CredentialIssuer, CredentialRequest, PerClaimCredentials,
     SharedAdminCredentials, StoreAdmin,
 };
-use crate::params::{ClassParams, SecretRef};
+use crate::intents::KubeIntents;
+use crate::params::{ClassParams, Ownership, SecretRef};
+
+/// Where intent ConfigMaps go unless configured: the namespace `deploy/`
+/// installs the provisioner in.
+pub const DEFAULT_INTENT_NAMESPACE: &str = "obc-system";
 use crate::store::{Creation, DEFAULT_STATE_BUCKET, Deletion, Owner, Store, reserved};
 
 /// Clients kept for reuse; past this many (rotated credentials, many
@@ -37,13 +42,17 @@ pub struct S3Provisioner {
     issuers: BTreeMap<&'static str, Arc<dyn CredentialIssuer>>,
     clients: Mutex<HashMap<ClientKey, Store>>,
     admin_clients: Arc<AdminClients>,
-    /// Name of the bucket, on each store, holding creation intents.
+    /// Name of the bucket, on each store, holding creation intents
+    /// (`ownership: marker`).
     state_bucket: String,
+    /// Namespace of the intent ConfigMaps (`ownership: tags`).
+    intent_namespace: String,
 }
 
 /// What an S3 client is built from. Holds a secret: no `Debug`.
 #[derive(Clone, PartialEq, Eq, Hash)]
 struct ClientKey {
+    ownership: Ownership,
     url: String,
     region: String,
     access_key_id: String,
@@ -70,6 +79,7 @@ impl S3Provisioner {
             clients: Mutex::new(HashMap::new()),
             admin_clients,
             state_bucket: DEFAULT_STATE_BUCKET.to_owned(),
+            intent_namespace: DEFAULT_INTENT_NAMESPACE.to_owned(),
         }
         .with_issuer(Arc::new(per_claim))
         .with_issuer(Arc::new(SharedAdminCredentials::default()))
@@ -98,6 +108,14 @@ impl S3Provisioner {
     /// The state bucket's name.
     pub fn state_bucket(&self) -> &str {
         &self.state_bucket
+    }
+
+    /// Keeps creation intents of classes with `ownership: tags` as
+    /// ConfigMaps in `namespace` (default [`DEFAULT_INTENT_NAMESPACE`]: the
+    /// provisioner's own, where its RBAC lets it write).
+    pub fn with_intent_namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.intent_namespace = namespace.into();
+        self
     }
 
     async fn resolve(
@@ -140,6 +158,7 @@ impl S3Provisioner {
 
     fn store(&self, params: &ClassParams, credentials: &Credentials) -> Store {
         let key = ClientKey {
+            ownership: params.ownership,
             url: params.endpoint.url.clone(),
             region: params.region.clone(),
             access_key_id: credentials.access_key_id.clone(),
@@ -154,8 +173,15 @@ impl S3Provisioner {
         if clients.len() >= MAX_CACHED_CLIENTS {
             clients.clear();
         }
-        let store = Store::new(&params.endpoint, &params.region, credentials)
+        let mut store = Store::new(&params.endpoint, &params.region, credentials)
             .with_state_bucket(&self.state_bucket);
+        if params.ownership == Ownership::Tags {
+            store = store.with_tag_ownership(KubeIntents::new(
+                self.kube.clone(),
+                &self.intent_namespace,
+                &params.endpoint.url,
+            ));
+        }
         clients.insert(key, store.clone());
         store
     }
@@ -278,9 +304,9 @@ impl S3Provisioner {
         };
         let creq = CredentialRequest {
             bucket: &req.bucket_name,
-            claim_uid: &req.claim_uid,
-            claim_namespace: &req.claim_namespace,
-            claim_name: &req.claim_name,
+            claim_uid: &req.claim.uid,
+            claim_namespace: &req.claim.namespace,
+            claim_name: &req.claim.name,
             storage_class: &req.storage_class_name,
             access,
         };
@@ -302,9 +328,9 @@ impl S3Provisioner {
 fn credential_request(req: &BucketRequest, access: Access) -> CredentialRequest<'_> {
     CredentialRequest {
         bucket: &req.bucket_name,
-        claim_uid: &req.claim_uid,
-        claim_namespace: &req.claim_namespace,
-        claim_name: &req.claim_name,
+        claim_uid: &req.claim.uid,
+        claim_namespace: &req.claim.namespace,
+        claim_name: &req.claim.name,
         storage_class: &req.storage_class_name,
         access,
     }
@@ -319,26 +345,8 @@ fn claim_options(
     ClaimOptions::parse(&req.additional_config, r.params.access, brownfield).map_err(|why| {
         ProvisionError::permanent(format!(
             "claim {}/{}: {why}",
-            req.claim_namespace, req.claim_name
+            req.claim.namespace, req.claim.name
         ))
-    })
-}
-
-/// Whether the claim's ObjectBucket records the bucket as created for it:
-/// bound (not reserved by this library mid-provisioning, when the bucket may
-/// have been someone else's), and naming the claim by UID. This is what the
-/// Go `lib-bucket-provisioner` leaves (it writes no marker); a takeover of
-/// its claims then deletes their buckets under reclaim policy Delete, as
-/// the Go provisioner would have.
-pub fn recorded_for_claim(req: &TeardownRequest) -> bool {
-    req.object_bucket.as_ref().is_some_and(|ob| {
-        let reserved = ob
-            .metadata
-            .annotations
-            .as_ref()
-            .is_some_and(|a| a.contains_key(RESERVED_ANNOTATION));
-        let uid = ob.spec.claim_ref.as_ref().and_then(|r| r.uid.as_deref());
-        !reserved && !req.claim_uid.is_empty() && uid == Some(req.claim_uid.as_str())
     })
 }
 
@@ -405,16 +413,16 @@ impl Provisioner for S3Provisioner {
             .await?;
         // Checked before anything is created: a bad option leaves nothing.
         let options = claim_options(&r, req, false)?;
-        let claim = format!("{}/{}", req.claim_namespace, req.claim_name);
+        let claim = format!("{}/{}", req.claim.namespace, req.claim.name);
         let owner = Owner {
-            claim_uid: &req.claim_uid,
+            claim_uid: &req.claim.uid,
             claim: &claim,
         };
         let generated = || {
             self.name_generated_for(
-                &req.claim_namespace,
-                &req.claim_name,
-                &req.claim_uid,
+                &req.claim.namespace,
+                &req.claim.name,
+                &req.claim.uid,
                 &req.bucket_name,
             )
         };
@@ -463,12 +471,12 @@ impl Provisioner for S3Provisioner {
         let r = self
             .resolve(&req.storage_class_name, &req.parameters)
             .await?;
-        let claim = format!("{}/{}", req.claim_namespace, req.claim_name);
+        let claim = format!("{}/{}", req.claim.namespace, req.claim.name);
         let generated = || {
             self.name_generated_for(
-                &req.claim_namespace,
-                &req.claim_name,
-                &req.claim_uid,
+                &req.claim.namespace,
+                &req.claim.name,
+                &req.claim.uid,
                 &req.bucket_name,
             )
         };
@@ -476,9 +484,12 @@ impl Provisioner for S3Provisioner {
             .store
             .delete_owned(
                 &req.bucket_name,
-                &req.claim_uid,
+                &req.claim.uid,
                 r.params.force_delete,
-                recorded_for_claim(req),
+                // Bound ObjectBuckets record the bucket as the claim's: what
+                // the Go library leaves (it writes no marker), so a takeover
+                // of its claims deletes their buckets under Delete too.
+                req.provisioned,
                 generated,
             )
             .await?

@@ -1,14 +1,23 @@
-//! Bucket operations on an S3 store, with the ownership marker and the
+//! Bucket operations on an S3 store, with the ownership record and the
 //! creation intent that make them safe to repeat and to interrupt.
 //!
-//! # Ownership marker
+//! # Ownership record: a bucket tag, or a marker object
 //!
-//! A bucket created for a claim holds an object [`OWNER_MARKER_KEY`] whose
-//! body is the claim's UID. Bucket tagging would be tidier, but the test
-//! store (s3s-fs 0.14) implements neither PutBucketTagging nor
-//! GetBucketTagging, and an object works on every S3 store. The marker is
+//! On stores with bucket tagging (MinIO, RustFS, AWS, Ceph), a bucket
+//! created for a claim carries the tag [`OWNER_TAG`] whose value is the
+//! claim's UID, and intents are ConfigMaps in the provisioner's namespace
+//! ([`crate::intents`]): nothing is written into the user's bucket and no
+//! state bucket exists ([`Store::with_tag_ownership`], the StorageClass
+//! default `ownership: tags`). A bucket marked by an older version (below)
+//! still counts as marked.
+//!
+//! On stores without tagging (s3s-fs 0.14 implements neither
+//! PutBucketTagging nor GetBucketTagging; `ownership: marker`), the bucket
+//! holds an object [`OWNER_MARKER_KEY`] whose body is the claim's UID,
 //! written with `If-None-Match: *`, so two claims racing for one bucket name
-//! cannot both win, and is read back before the bucket is used.
+//! cannot both win, and read back before the bucket is used. The rest of
+//! this section describes that mode; the tag mode follows the same rules
+//! with the tag for the marker and a ConfigMap for the intent object.
 //!
 //! # Creation intent and the state bucket
 //!
@@ -42,13 +51,19 @@ use aws_sdk_s3::config::{
 };
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{
-    BucketLocationConstraint, CreateBucketConfiguration, Delete, ObjectIdentifier,
+    BucketLocationConstraint, CreateBucketConfiguration, Delete, ObjectIdentifier, Tag, Tagging,
 };
 use lib_provisioner::{Credentials, ProvisionError};
 use tracing::{debug, info, warn};
 
 use crate::errors::{FailureKind, StoreFailure};
+use crate::intents::KubeIntents;
 use crate::params::{DEFAULT_REGION, FORCE_DELETE, StoreEndpoint};
+
+/// The bucket tag naming the claim (UID) a bucket was created for.
+pub const OWNER_TAG: &str = "objectbucket.io/claim-uid";
+/// The bucket tag naming the claim (`namespace/name`), for humans.
+pub const CLAIM_TAG: &str = "objectbucket.io/claim";
 
 /// Key of the object recording which claim a bucket was created for.
 pub const OWNER_MARKER_KEY: &str = ".obc-owner";
@@ -346,12 +361,22 @@ impl StateBucket {
     }
 }
 
+/// Where a store records ownership and creation intents.
+#[derive(Clone, Debug)]
+enum Records {
+    /// A marker object in the bucket, intents in the state bucket.
+    Marker,
+    /// A bucket tag, intents as ConfigMaps.
+    Tags(Box<KubeIntents>),
+}
+
 /// An S3 store reached with one set of credentials.
 #[derive(Clone, Debug)]
 pub struct Store {
     client: aws_sdk_s3::Client,
     region: String,
     state: Arc<StateBucket>,
+    records: Records,
 }
 
 impl Store {
@@ -373,6 +398,7 @@ impl Store {
             .operation_attempt_timeout(Duration::from_secs(60))
             .build();
         let config = aws_sdk_s3::config::Builder::new()
+            .http_client(crate::http::s3_http_client())
             .behavior_version(BehaviorVersion::latest())
             .endpoint_url(&endpoint.url)
             .region(Region::new(region.to_owned()))
@@ -386,7 +412,20 @@ impl Store {
             client: aws_sdk_s3::Client::from_conf(config),
             region: region.to_owned(),
             state: StateBucket::new(DEFAULT_STATE_BUCKET),
+            records: Records::Marker,
         }
+    }
+
+    /// Records ownership as the bucket tag [`OWNER_TAG`] and intents with
+    /// `intents`: no marker object and no state bucket.
+    pub fn with_tag_ownership(mut self, intents: KubeIntents) -> Self {
+        self.records = Records::Tags(Box::new(intents));
+        self
+    }
+
+    /// Whether ownership is recorded in bucket tags.
+    pub fn uses_tags(&self) -> bool {
+        matches!(self.records, Records::Tags(_))
     }
 
     /// Keeps this store's intents in bucket `name` (created on first use).
@@ -418,10 +457,12 @@ impl Store {
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<bool, ProvisionError>>,
     {
-        if bucket == self.state.name {
-            return Err(reserved(bucket));
+        if !self.uses_tags() {
+            if bucket == self.state.name {
+                return Err(reserved(bucket));
+            }
+            self.ensure_state_bucket().await?;
         }
-        self.ensure_state_bucket().await?;
         let mut found = self.find(bucket, true).await.map_err(into_error)?;
         let intent_ours = if found == Found::Absent {
             self.record_intent(bucket, owner).await?;
@@ -585,6 +626,9 @@ impl Store {
     /// The intent recorded in the state bucket for creating `bucket`, if
     /// any (none if there is no state bucket yet).
     pub async fn intent(&self, bucket: &str) -> Result<Option<Record>, ProvisionError> {
+        if let Records::Tags(intents) = &self.records {
+            return intents.get(bucket).await;
+        }
         match self
             .read_record(&self.state.name, &intent_key(bucket))
             .await
@@ -622,6 +666,16 @@ impl Store {
             match self.exists(bucket).await {
                 Ok(true) => {}
                 Ok(false) => return Ok(Found::Absent),
+                Err(f) if denied(&f) => return Ok(Found::Foreign),
+                Err(f) => return Err(f),
+            }
+        }
+        if self.uses_tags() {
+            match self.owner_tag(bucket).await {
+                Ok(Some(uid)) => return Ok(Found::Marked(uid)),
+                // No tag: a marker of an older version still counts.
+                Ok(None) => {}
+                Err(f) if f.is_no_such_bucket() => return Ok(Found::Absent),
                 Err(f) if denied(&f) => return Ok(Found::Foreign),
                 Err(f) => return Err(f),
             }
@@ -720,26 +774,108 @@ impl Store {
     /// Marks `bucket` as `owner`'s unless it is marked, then reads the
     /// marker back: another claim's marker is the permanent "not ours".
     async fn mark(&self, bucket: &str, owner: &Owner<'_>) -> Result<(), ProvisionError> {
-        self.put_record(bucket, OWNER_MARKER_KEY, owner)
-            .await
-            .map_err(StoreFailure::into_provision_error)?;
-        match self
-            .owner(bucket)
-            .await
-            .map_err(StoreFailure::into_provision_error)?
-        {
+        let written = if self.uses_tags() {
+            self.put_owner_tag(bucket, owner).await
+        } else {
+            self.put_record(bucket, OWNER_MARKER_KEY, owner)
+                .await
+                .map(drop)
+        };
+        written.map_err(StoreFailure::into_provision_error)?;
+        let read = if self.uses_tags() {
+            self.owner_tag(bucket).await
+        } else {
+            self.owner(bucket).await
+        };
+        match read.map_err(StoreFailure::into_provision_error)? {
             Some(uid) if uid == owner.claim_uid => Ok(()),
             Some(other) => Err(not_ours(bucket, Some(&other))),
             None => Err(ProvisionError::retryable(format!(
-                "the ownership marker {OWNER_MARKER_KEY} written to bucket {bucket:?} cannot be read back yet; retrying"
+                "the ownership record written to bucket {bucket:?} cannot be read back yet; retrying"
             ))),
         }
+    }
+
+    /// The claim UID in the bucket's [`OWNER_TAG`], if it has one.
+    pub async fn owner_tag(&self, bucket: &str) -> Result<Option<String>, StoreFailure> {
+        Ok(self
+            .tags(bucket)
+            .await?
+            .into_iter()
+            .find(|t| t.key() == OWNER_TAG)
+            .map(|t| t.value().to_owned()))
+    }
+
+    /// The bucket's tags (none: empty).
+    async fn tags(&self, bucket: &str) -> Result<Vec<Tag>, StoreFailure> {
+        match self.client.get_bucket_tagging().bucket(bucket).send().await {
+            Ok(out) => Ok(out.tag_set),
+            Err(e) => {
+                let f = StoreFailure::from_sdk("GetBucketTagging", bucket, &e);
+                if f.code() == Some("NoSuchTagSet") || (f.is_not_found() && !f.is_no_such_bucket())
+                {
+                    Ok(Vec::new())
+                } else {
+                    Err(f)
+                }
+            }
+        }
+    }
+
+    /// Tags the bucket as `owner`'s, keeping its other tags. Not
+    /// conditional: the intent (or the generated name) already decided that
+    /// the bucket is this claim's, and the tag is read back.
+    async fn put_owner_tag(&self, bucket: &str, owner: &Owner<'_>) -> Result<(), StoreFailure> {
+        let tag = |k: &str, v: &str| {
+            Tag::builder()
+                .key(k)
+                .value(v)
+                .build()
+                .map_err(|e| StoreFailure {
+                    operation: "PutBucketTagging",
+                    bucket: bucket.to_owned(),
+                    kind: FailureKind::Request(e.to_string()),
+                })
+        };
+        let mut set: Vec<Tag> = self
+            .tags(bucket)
+            .await?
+            .into_iter()
+            .filter(|t| t.key() != OWNER_TAG && t.key() != CLAIM_TAG)
+            .collect();
+        set.push(tag(OWNER_TAG, owner.claim_uid)?);
+        set.push(tag(CLAIM_TAG, owner.claim)?);
+        let tagging = Tagging::builder()
+            .set_tag_set(Some(set))
+            .build()
+            .map_err(|e| StoreFailure {
+                operation: "PutBucketTagging",
+                bucket: bucket.to_owned(),
+                kind: FailureKind::Request(e.to_string()),
+            })?;
+        self.client
+            .put_bucket_tagging()
+            .bucket(bucket)
+            .tagging(tagging)
+            .send()
+            .await
+            .map(drop)
+            .map_err(|e| StoreFailure::from_sdk("PutBucketTagging", bucket, &e))
     }
 
     /// Records `owner`'s intent to create `bucket`, unless it is recorded
     /// already. Another claim's intent is a retryable error: its creation
     /// is unfinished (it then owns the bucket, or gives the name up).
     async fn record_intent(&self, bucket: &str, owner: &Owner<'_>) -> Result<(), ProvisionError> {
+        if let Records::Tags(intents) = &self.records {
+            return match intents.record(bucket, owner).await? {
+                None => Ok(()),
+                Some(other) => Err(ProvisionError::retryable(format!(
+                    "bucket {bucket:?} is being created for {other} (its intent is {}); retrying. If that claim no longer exists, delete that ConfigMap",
+                    intents.describe(bucket)
+                ))),
+            };
+        }
         let state = &self.state.name;
         let key = intent_key(bucket);
         let written = match self.put_record(state, &key, owner).await {
@@ -771,6 +907,9 @@ impl Store {
     /// Deletes the intent for `bucket` (call only once it is known to be
     /// this claim's: intents are only replaced by their own claim).
     async fn delete_intent(&self, bucket: &str) -> Result<(), ProvisionError> {
+        if let Records::Tags(intents) = &self.records {
+            return intents.delete(bucket).await;
+        }
         let state = &self.state.name;
         match self
             .client

@@ -86,7 +86,6 @@ async fn start() -> S3Server {
 }
 
 fn store(server: &S3Server) -> Store {
-    let _ = rustls::crypto::ring::default_provider().install_default();
     Store::new(
         &server.endpoint,
         "us-east-1",
@@ -97,6 +96,7 @@ fn store(server: &S3Server) -> Store {
 fn raw_client(server: &S3Server) -> aws_sdk_s3::Client {
     use aws_sdk_s3::config::{BehaviorVersion, Region, RequestChecksumCalculation};
     let config = aws_sdk_s3::config::Builder::new()
+        .http_client(sample_provisioner::http::s3_http_client())
         .behavior_version(BehaviorVersion::latest())
         .endpoint_url(&server.endpoint.url)
         .region(Region::new("us-east-1"))

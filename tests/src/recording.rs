@@ -85,6 +85,9 @@ impl Gate {
 #[derive(Clone, Default)]
 pub struct Recorder {
     state: Arc<Mutex<State>>,
+    /// While true, every call waits (a store that accepts the connection
+    /// and never answers); counts the calls that started waiting.
+    hanging: Arc<tokio::sync::watch::Sender<(bool, usize)>>,
 }
 
 impl Recorder {
@@ -135,6 +138,33 @@ impl Recorder {
         self.lock().failing = None;
     }
 
+    /// Makes every later call hang until [`Recorder::answer`]: a store that
+    /// never answers. Calls already hanging stay so until then too.
+    pub fn hang(&self) {
+        self.hanging.send_modify(|(on, _)| *on = true);
+    }
+
+    /// Lets hanging and later calls through.
+    pub fn answer(&self) {
+        self.hanging.send_modify(|(on, _)| *on = false);
+    }
+
+    /// How many calls have hung so far.
+    pub fn hung(&self) -> usize {
+        self.hanging.borrow().1
+    }
+
+    async fn maybe_hang(&self) {
+        let mut rx = self.hanging.subscribe();
+        if !rx.borrow().0 {
+            return;
+        }
+        self.hanging.send_modify(|(_, n)| *n += 1);
+        // The sender lives in `self`: the wait ends only when answered (or
+        // when the library abandons the call).
+        let _ = rx.wait_for(|(on, _)| !*on).await;
+    }
+
     /// Makes every later teardown wait at the returned gate until it opens.
     pub fn hold_teardowns(&self) -> Gate {
         let gate = Gate {
@@ -174,6 +204,7 @@ impl Recorder {
 #[async_trait]
 impl Provisioner for Recorder {
     async fn provision(&self, req: &BucketRequest) -> Result<BucketAccess, ProvisionError> {
+        self.maybe_hang().await;
         let mut s = self.lock();
         s.calls.push(Call::Provision(req.bucket_name.clone()));
         Self::check_failing(&s)?;
@@ -186,18 +217,19 @@ impl Provisioner for Recorder {
         let owner = s
             .buckets
             .entry(req.bucket_name.clone())
-            .or_insert_with(|| req.claim_uid.clone());
-        if *owner != req.claim_uid {
+            .or_insert_with(|| req.claim.uid.clone());
+        if *owner != req.claim.uid {
             return Err(ProvisionError::permanent(format!(
                 "bucket {} belongs to another claim",
                 req.bucket_name
             )));
         }
-        s.grants.insert(req.claim_uid.clone());
-        Ok(Self::access(&req.claim_uid))
+        s.grants.insert(req.claim.uid.clone());
+        Ok(Self::access(&req.claim.uid))
     }
 
     async fn grant(&self, req: &BucketRequest) -> Result<BucketAccess, ProvisionError> {
+        self.maybe_hang().await;
         let mut s = self.lock();
         s.calls.push(Call::Grant(req.bucket_name.clone()));
         Self::check_failing(&s)?;
@@ -207,28 +239,30 @@ impl Provisioner for Recorder {
                 req.bucket_name
             )));
         }
-        s.grants.insert(req.claim_uid.clone());
-        Ok(Self::access(&req.claim_uid))
+        s.grants.insert(req.claim.uid.clone());
+        Ok(Self::access(&req.claim.uid))
     }
 
     async fn delete(&self, req: &TeardownRequest) -> Result<(), ProvisionError> {
+        self.maybe_hang().await;
         self.gate().await;
         let mut s = self.lock();
         s.calls.push(Call::Delete(req.bucket_name.clone()));
         Self::check_failing(&s)?;
-        if s.buckets.get(&req.bucket_name) == Some(&req.claim_uid) {
+        if s.buckets.get(&req.bucket_name) == Some(&req.claim.uid) {
             s.buckets.remove(&req.bucket_name);
         }
-        s.grants.remove(&req.claim_uid);
+        s.grants.remove(&req.claim.uid);
         Ok(())
     }
 
     async fn revoke(&self, req: &TeardownRequest) -> Result<(), ProvisionError> {
+        self.maybe_hang().await;
         self.gate().await;
         let mut s = self.lock();
         s.calls.push(Call::Revoke(req.bucket_name.clone()));
         Self::check_failing(&s)?;
-        s.grants.remove(&req.claim_uid);
+        s.grants.remove(&req.claim.uid);
         Ok(())
     }
 }
@@ -239,7 +273,7 @@ pub const PROVISIONER: &str = "test.objectbucket.io/recorder";
 /// A controller running in this process; stopped when dropped.
 pub struct RunningController {
     stop: Option<oneshot::Sender<()>>,
-    handle: Option<JoinHandle<lib_provisioner::error::Result<()>>>,
+    handle: Option<JoinHandle<Result<(), lib_provisioner::RunError>>>,
 }
 
 impl RunningController {
@@ -377,4 +411,29 @@ pub fn message(claim: &ObjectBucketClaim) -> String {
         .as_ref()
         .and_then(|s| s.message.clone())
         .unwrap_or_else(|| format!("<no message on {}>", claim.name_any()))
+}
+
+/// The (reason, note) of every Event about object `name` in `ns`.
+pub async fn events_for(client: &Client, ns: &str, name: &str) -> Vec<(String, String)> {
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), ns);
+    let mut out: Vec<(String, String)> = events
+        .list(&kube::api::ListParams::default())
+        .await
+        .expect("list events")
+        .items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+        .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
+        .collect();
+    // Also core/v1 Events, in case the recorder's events are read through them.
+    let core: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), ns);
+    if let Ok(list) = core.list(&kube::api::ListParams::default()).await {
+        out.extend(
+            list.items
+                .into_iter()
+                .filter(|e| e.involved_object.name.as_deref() == Some(name))
+                .map(|e| (e.reason.unwrap_or_default(), e.message.unwrap_or_default())),
+        );
+    }
+    out
 }

@@ -498,11 +498,13 @@ pub async fn install_sample(env: &TestEnv) -> Result<PathBuf> {
 }
 
 /// The parameters of a working class of the sample provisioner on the
-/// environment's s3s-fs, which has no user API: every claim gets the admin
-/// credentials, which the class must ask for.
+/// environment's s3s-fs, which has no user API and no bucket tagging: every
+/// claim gets the admin credentials, and ownership is a marker object, both
+/// of which the class must ask for.
 pub fn sample_params(env: &TestEnv) -> BTreeMap<String, String> {
     BTreeMap::from([
         ("credentialsMode".to_owned(), "shared-admin".to_owned()),
+        ("ownership".to_owned(), "marker".to_owned()),
         ("endpoint".to_owned(), env.s3_endpoint()),
         ("adminSecretName".to_owned(), ADMIN_SECRET.to_owned()),
         (

@@ -603,20 +603,8 @@ fn write_kubeconfig(
     write_private(path, serde_yaml::to_string(&doc)?.as_bytes())
 }
 
-/// Makes ring the process-wide rustls provider, once.
-///
-/// The workspace's dependency graph enables both of rustls' providers (kube: ring;
-/// aws-sdk-s3: aws-lc-rs), and kube's TLS setup uses the process default, which
-/// rustls then refuses to guess. Called by everything here that builds a kube client;
-/// call it yourself before building kube clients by other means in a test.
-pub fn install_crypto_provider() {
-    // Err only means a provider is installed already, which is fine.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-}
-
 /// A `kube::Client` from a kubeconfig file (its current context; TLS verified).
 pub async fn client_from_kubeconfig(path: &Path) -> Result<Client> {
-    install_crypto_provider();
     let kubeconfig =
         Kubeconfig::read_from(path).with_context(|| format!("reading {}", path.display()))?;
     let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
@@ -679,7 +667,6 @@ impl TestEnv {
     /// Starts etcd, kube-apiserver and the S3 server and waits until all are ready.
     pub async fn start() -> Result<TestEnv> {
         init_tracing();
-        install_crypto_provider();
         let started = Instant::now();
 
         // Fail fast, before spawning anything, if a binary is missing.
@@ -1162,6 +1149,7 @@ pub fn s3_client_for(endpoint: &str, access_key: &str, secret_key: &str) -> aws_
     let credentials =
         aws_credential_types::Credentials::new(access_key, secret_key, None, None, "obc-testenv");
     let config = aws_sdk_s3::config::Builder::new()
+        .http_client(sample_provisioner::http::s3_http_client())
         .behavior_version(BehaviorVersion::latest())
         .endpoint_url(endpoint)
         .region(Region::new(S3_REGION))

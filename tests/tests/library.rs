@@ -5,8 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Event, Secret};
-use k8s_openapi::api::events::v1::Event as EventV1;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use lib_provisioner::api::{
@@ -15,7 +14,7 @@ use lib_provisioner::api::{
 };
 use obc_tests::recording::{
     Call, PROVISIONER, Recorder, RunningController, create_claim, create_class, create_class_for,
-    install_crds, message, wait_gone, wait_phase,
+    events_for, install_crds, message, wait_gone, wait_phase,
 };
 use obc_tests::{TestEnv, wait_for};
 use serde_json::json;
@@ -61,30 +60,6 @@ fn string_data(cm: &ConfigMap, key: &str) -> String {
         .and_then(|d| d.get(key))
         .cloned()
         .unwrap_or_default()
-}
-
-async fn events_for(client: &Client, ns: &str, name: &str) -> Vec<(String, String)> {
-    let events: Api<EventV1> = Api::namespaced(client.clone(), ns);
-    let mut out: Vec<(String, String)> = events
-        .list(&ListParams::default())
-        .await
-        .expect("list events")
-        .items
-        .into_iter()
-        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
-        .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
-        .collect();
-    // Also core/v1 Events, in case the recorder's events are read through them.
-    let core: Api<Event> = Api::namespaced(client.clone(), ns);
-    if let Ok(list) = core.list(&ListParams::default()).await {
-        out.extend(
-            list.items
-                .into_iter()
-                .filter(|e| e.involved_object.name.as_deref() == Some(name))
-                .map(|e| (e.reason.unwrap_or_default(), e.message.unwrap_or_default())),
-        );
-    }
-    out
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

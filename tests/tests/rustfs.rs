@@ -184,3 +184,127 @@ async fn admin_client_manages_users_policies_and_quotas_on_rustfs() -> Result<()
     store.stop().await;
     Ok(())
 }
+
+/// The sample's store in tag mode, against RustFS and a real apiserver:
+/// the owner is a bucket tag, creation intents are ConfigMaps, nothing is
+/// written into user buckets and no state bucket is made. Each state an
+/// interrupted creation can leave is built by hand and resolved.
+#[tokio::test]
+async fn tag_ownership_keeps_nothing_in_user_buckets() -> Result<()> {
+    use sample_provisioner::intents::KubeIntents;
+    use sample_provisioner::store::{
+        Basis, Creation, DEFAULT_STATE_BUCKET, Deletion, OWNER_MARKER_KEY, Owner, Store,
+    };
+    testenv::init_tracing();
+    let env = obc_tests::TestEnv::start().await?;
+    let store_env = RustFs::start(env.dir()).await?;
+    let endpoint = store_env.endpoint().trim_end_matches('/').to_owned();
+    let (key, secret) = store_env.root_credentials();
+    let intents = KubeIntents::new(env.admin_client(), "default", &endpoint);
+    let store = Store::new(
+        &sample_provisioner::params::parse_endpoint(&endpoint).map_err(anyhow::Error::msg)?,
+        "us-east-1",
+        &lib_provisioner::Credentials::new(key, secret),
+    )
+    .with_tag_ownership(intents.clone());
+    let root = store_env.root_client();
+    let a = Owner {
+        claim_uid: "uid-a",
+        claim: "apps/a",
+    };
+    let b = Owner {
+        claim_uid: "uid-b",
+        claim: "apps/b",
+    };
+    let no = || async { Ok(false) };
+
+    assert_eq!(
+        store.create_owned("exact-a", &a, no).await?,
+        Creation::Created
+    );
+    assert_eq!(
+        store.create_owned("exact-a", &a, no).await?,
+        Creation::Existing
+    );
+    assert_eq!(
+        store.owner_tag("exact-a").await.unwrap().as_deref(),
+        Some("uid-a")
+    );
+    let listed = root.list_objects_v2().bucket("exact-a").send().await?;
+    assert!(
+        listed.contents().is_empty(),
+        "nothing written into the bucket"
+    );
+    assert_eq!(intents.get("exact-a").await?, None, "intent settled");
+    let e = store.create_owned("exact-a", &b, no).await.unwrap_err();
+    assert!(!e.is_retryable() && e.to_string().contains("uid-a"), "{e}");
+
+    // Died after CreateBucket, before the tag: the intent tells.
+    assert_eq!(intents.record("left", &a).await?, None);
+    root.create_bucket().bucket("left").send().await?;
+    assert_eq!(
+        store.create_owned("left", &a, no).await?,
+        Creation::TakenOver(Basis::Intent)
+    );
+    assert_eq!(
+        store.owner_tag("left").await.unwrap().as_deref(),
+        Some("uid-a")
+    );
+    assert_eq!(intents.get("left").await?, None);
+    // An empty untagged bucket nothing ties to the claim is someone else's.
+    root.create_bucket().bucket("foreign").send().await?;
+    let e = store.create_owned("foreign", &a, no).await.unwrap_err();
+    assert!(!e.is_retryable(), "{e}");
+    // Another claim's unfinished creation: wait for it.
+    assert_eq!(intents.record("racing", &b).await?, None);
+    let e = store.create_owned("racing", &a, no).await.unwrap_err();
+    assert!(
+        e.is_retryable() && e.to_string().contains("ConfigMap"),
+        "{e}"
+    );
+    assert!(!store.exists("racing").await.unwrap());
+    // A marker written by an older version still counts.
+    root.create_bucket().bucket("legacy").send().await?;
+    root.put_object()
+        .bucket("legacy")
+        .key(OWNER_MARKER_KEY)
+        .body(ByteStream::from_static(b"uid-a"))
+        .send()
+        .await?;
+    assert_eq!(
+        store.create_owned("legacy", &a, no).await?,
+        Creation::Existing
+    );
+
+    // Deletion goes by the tag too.
+    root.put_object()
+        .bucket("exact-a")
+        .key("data")
+        .body(ByteStream::from_static(b"x"))
+        .send()
+        .await?;
+    assert_eq!(
+        store
+            .delete_owned("exact-a", "uid-a", true, false, no)
+            .await?,
+        Deletion::Deleted { objects: 1 }
+    );
+    assert!(!store.exists("exact-a").await.unwrap());
+    assert!(matches!(
+        store
+            .delete_owned("foreign", "uid-a", true, false, no)
+            .await?,
+        Deletion::NotOurs(_)
+    ));
+    assert!(store.exists("foreign").await.unwrap());
+    let buckets = root.list_buckets().send().await?;
+    assert!(
+        !buckets
+            .buckets()
+            .iter()
+            .any(|x| x.name() == Some(DEFAULT_STATE_BUCKET)),
+        "no state bucket"
+    );
+    store_env.stop().await;
+    Ok(())
+}

@@ -260,6 +260,7 @@ async fn sample_provisioner_serves_claims_under_its_least_privilege_rbac() {
     for (n, uid) in &uids {
         assert!(users.contains_key(&user_name(uid)), "{n}'s user: {users:?}");
     }
+    assert_ownership_is_a_tag(&s3, &admin, &use_bucket("del").await.1, &uids["del"]).await;
     let policies = store_admin.list_canned_policies().await.expect("policies");
     assert!(
         policies.contains(&policy_name(&uids["del"])),
@@ -383,6 +384,55 @@ fn controller_log() -> tempfile::TempDir {
 }
 
 type ClaimAccess = (aws_sdk_s3::Client, String, String);
+
+/// Ownership is the bucket's tag: no marker object in the user's bucket, no
+/// state bucket on the store, no creation intent left once bound.
+async fn assert_ownership_is_a_tag(
+    root: &aws_sdk_s3::Client,
+    kube: &kube::Client,
+    bucket: &str,
+    uid: &str,
+) {
+    let tags = root
+        .get_bucket_tagging()
+        .bucket(bucket)
+        .send()
+        .await
+        .expect("tags")
+        .tag_set;
+    assert!(
+        tags.iter()
+            .any(|t| t.key() == sample_provisioner::store::OWNER_TAG && t.value() == uid),
+        "{tags:?}"
+    );
+    let objects = root
+        .list_objects_v2()
+        .bucket(bucket)
+        .send()
+        .await
+        .expect("list");
+    let keys: Vec<_> = objects.contents().iter().filter_map(|o| o.key()).collect();
+    assert!(
+        !keys.contains(&".obc-owner"),
+        "a marker in the user's bucket: {keys:?}"
+    );
+    let buckets = root.list_buckets().send().await.expect("buckets");
+    assert!(
+        !buckets
+            .buckets()
+            .iter()
+            .any(|b| b.name() == Some(sample_provisioner::store::DEFAULT_STATE_BUCKET)),
+        "a state bucket on a store with tagging"
+    );
+    let intents = Api::<ConfigMap>::namespaced(kube.clone(), "obc-system")
+        .list(&kube::api::ListParams::default().labels(sample_provisioner::intents::INTENT_LABEL))
+        .await
+        .expect("intents");
+    assert!(
+        intents.items.is_empty(),
+        "creation intents left after binding"
+    );
+}
 
 fn code<E: aws_sdk_s3::error::ProvideErrorMetadata>(e: &E) -> String {
     e.code().unwrap_or("(no code)").to_owned()

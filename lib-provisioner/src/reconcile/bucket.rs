@@ -9,7 +9,6 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use k8s_openapi::api::storage::v1::StorageClass;
 use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::controller::Action;
@@ -18,10 +17,7 @@ use tracing::{info, warn};
 
 use super::Context;
 use super::plan::{self, has_finalizer, has_label};
-use crate::api::{
-    BUCKET_ORIGIN_ANNOTATION, BucketOrigin, BucketPhase, ObjectBucket, ObjectBucketClaim,
-    ReclaimPolicy,
-};
+use crate::api::{BucketPhase, ObjectBucket, ObjectBucketClaim};
 use crate::error::{Error, Result};
 use crate::failpoint;
 use crate::provisioner::{Provisioner, TeardownRequest};
@@ -76,23 +72,15 @@ pub(crate) async fn reconcile<P: Provisioner>(
     release_children(&ob, &ctx).await?;
 
     // Orphaned: its claim is gone without having released it.
-    let origin = plan::annotation(&ob.metadata, BUCKET_ORIGIN_ANNOTATION)
-        .and_then(BucketOrigin::parse)
-        .unwrap_or(BucketOrigin::Brownfield);
-    // A reserved ObjectBucket was never bound (see the claim's teardown):
-    // nothing to retain, so its bucket and the reservation go.
-    let reserved = plan::is_reserved(&ob);
-    let delete_bucket = origin == BucketOrigin::Greenfield
-        && (ob.spec.reclaim_policy == ReclaimPolicy::Delete || reserved);
-    let request = teardown_request(&ob, &ctx);
-    info!(object_bucket = %ob.name_any(), delete_bucket, "claim is gone; tearing down its ObjectBucket");
-    let (operation, result) = ctx.teardown(&request, delete_bucket).await;
+    let class = ctx.class_state(&ob.spec.storage_class_name);
+    let plan = plan::teardown_plan(&ob, &class);
+    let request = teardown_request(&ob, &class);
+    info!(object_bucket = %ob.name_any(), delete_bucket = plan.delete_bucket, "claim is gone; tearing down its ObjectBucket");
+    let (operation, result) = ctx.teardown(&request, plan.delete_bucket).await;
     result.map_err(|source| Error::Provisioner { operation, source })?;
     failpoint::hit("after-bucket-deleted");
-    if ob.spec.reclaim_policy == ReclaimPolicy::Delete || reserved {
-        writes::release_object_bucket(&ctx.client, &ob).await?;
-        failpoint::hit("after-object-bucket-finalizer-removed");
-        writes::delete_object_bucket(&ctx.client, &ob.name_any()).await?;
+    if plan.delete_object_bucket {
+        writes::remove_object_bucket(&ctx.client, &ob).await?;
     } else {
         let updated =
             writes::set_object_bucket_phase(&ctx.client, &ob, BucketPhase::Released).await?;
@@ -211,11 +199,6 @@ async fn release_child_of<K: writes::Child, P>(
     Ok(())
 }
 
-fn teardown_request<P>(ob: &ObjectBucket, ctx: &Context<P>) -> TeardownRequest {
-    let parameters = ctx
-        .classes
-        .get(&ObjectRef::<StorageClass>::new(&ob.spec.storage_class_name))
-        .and_then(|c| c.parameters.clone())
-        .unwrap_or_default();
-    TeardownRequest::for_object_bucket(ob, parameters)
+fn teardown_request(ob: &ObjectBucket, class: &plan::ClassState) -> TeardownRequest {
+    TeardownRequest::for_object_bucket(ob, plan::class_parameters(class))
 }

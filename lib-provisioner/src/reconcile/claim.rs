@@ -5,7 +5,6 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::Api;
 use kube::runtime::controller::Action;
@@ -22,7 +21,9 @@ use crate::api::{
 use crate::error::{Error, Result};
 use crate::failpoint;
 use crate::names;
-use crate::provisioner::{BucketRequest, ProvisionError, Provisioner, TeardownRequest};
+use crate::provisioner::{
+    BucketRequest, ClaimIdentity, ProvisionError, Provisioner, TeardownRequest,
+};
 use crate::writes::{self, NewObjectBucket};
 
 /// More steps than the longest valid sequence (a takeover that repairs
@@ -251,14 +252,7 @@ async fn observe<P: Provisioner>(
         .namespace()
         .ok_or(Error::MissingField("claim namespace"))?;
     let name = claim.name_any();
-    let class = match claim.spec.storage_class_name.as_str() {
-        "" => ClassState::Unnamed,
-        class_name => match ctx.classes.get(&ObjectRef::new(class_name)) {
-            None => ClassState::NotFound(class_name.to_owned()),
-            Some(class) if class.provisioner != ctx.provisioner_name => ClassState::Foreign,
-            Some(class) => ClassState::Ours(Box::new(StorageClass::clone(&class))),
-        },
-    };
+    let class = ctx.class_state(&claim.spec.storage_class_name);
     if matches!(class, ClassState::Foreign) && !plan::has_label(&claim.metadata, &ctx.label) {
         // Not ours, and never was: read nothing more.
         return Ok(observed(claim.clone(), class, ctx));
@@ -392,12 +386,7 @@ async fn execute<P: Provisioner>(step: Step, o: &mut Observed, ctx: &Context<P>)
                     "the StorageClass is needed to provision".into(),
                 ));
             };
-            let request = BucketRequest::for_claim(
-                &o.claim,
-                bucket_name,
-                class.metadata.name.as_deref().unwrap_or_default(),
-                class.parameters.clone().unwrap_or_default(),
-            );
+            let request = BucketRequest::for_claim(&o.claim, bucket_name, class);
             let (operation, result) = match origin {
                 BucketOrigin::Greenfield => (
                     "provision",
@@ -417,13 +406,12 @@ async fn execute<P: Provisioner>(step: Step, o: &mut Observed, ctx: &Context<P>)
                     Ok(Flow::Continue)
                 }
                 Err(source) => {
-                    if let (ProvisionError::Permanent { .. }, Some(ob)) = (&source, &o.ob)
+                    if let (false, Some(ob)) = (source.is_retryable(), &o.ob)
                         && plan::is_reserved(ob)
                     {
                         // Refused outright: no bucket was made, so the
                         // reservation would only be something half-created.
-                        writes::release_object_bucket(&ctx.client, ob).await?;
-                        writes::delete_object_bucket(&ctx.client, &ob.name_any()).await?;
+                        writes::remove_object_bucket(&ctx.client, ob).await?;
                         o.ob = None;
                     }
                     Err(provisioner_failed(o, ctx, operation, source).await)
@@ -586,9 +574,7 @@ async fn execute<P: Provisioner>(step: Step, o: &mut Observed, ctx: &Context<P>)
                 // provisioner rejects outright, most likely never got a bucket
                 // either (provisioning fails on the same parameters). Holding
                 // its deletion forever would wedge it; let it go, and say so.
-                Err(source @ ProvisionError::Permanent { .. })
-                    if request.object_bucket.is_none() =>
-                {
+                Err(source) if !source.is_retryable() && request.object_bucket_name.is_none() => {
                     ctx.event(
                         &o.claim,
                         EventType::Warning,
@@ -634,9 +620,7 @@ async fn execute<P: Provisioner>(step: Step, o: &mut Observed, ctx: &Context<P>)
         }
         Step::DeleteObjectBucket => {
             let ob = o.ob.take().ok_or(Error::MissingField("ObjectBucket"))?;
-            writes::release_object_bucket(&ctx.client, &ob).await?;
-            failpoint::hit("after-object-bucket-finalizer-removed");
-            writes::delete_object_bucket(&ctx.client, &ob.name_any()).await?;
+            writes::remove_object_bucket(&ctx.client, &ob).await?;
             failpoint::hit("after-object-bucket-released");
             Ok(Flow::Continue)
         }
@@ -680,15 +664,14 @@ async fn execute<P: Provisioner>(step: Step, o: &mut Observed, ctx: &Context<P>)
 /// Builds the teardown request from the ObjectBucket, or, when provisioning
 /// died before the ObjectBucket existed, from the claim.
 fn teardown_request(o: &Observed) -> TeardownRequest {
-    let parameters = match &o.class {
-        ClassState::Ours(class) => class.parameters.clone().unwrap_or_default(),
-        _ => Default::default(),
-    };
+    let parameters = plan::class_parameters(&o.class);
     if let Some(ob) =
         o.ob.as_ref()
             .filter(|ob| plan::claim_ref_matches(ob, &o.claim))
     {
-        return TeardownRequest::for_object_bucket(ob, parameters);
+        let mut request = TeardownRequest::for_object_bucket(ob, parameters);
+        request.claim = ClaimIdentity::of(&o.claim);
+        return request;
     }
     let bucket_name = plan::fixed_bucket_name(&o.claim)
         .map(str::to_owned)
@@ -698,16 +681,12 @@ fn teardown_request(o: &Observed) -> TeardownRequest {
                 .cloned()
         })
         .unwrap_or_default();
-    TeardownRequest {
-        claim_namespace: o.claim.metadata.namespace.clone().unwrap_or_default(),
-        claim_name: o.claim.metadata.name.clone().unwrap_or_default(),
-        claim_uid: o.claim.metadata.uid.clone().unwrap_or_default(),
+    TeardownRequest::new(
+        ClaimIdentity::of(&o.claim),
         bucket_name,
-        storage_class_name: o.claim.spec.storage_class_name.clone(),
-        additional_state: Default::default(),
-        parameters,
-        object_bucket: None,
-    }
+        &o.claim.spec.storage_class_name,
+    )
+    .with_parameters(parameters)
 }
 
 /// Shows a provisioner failure on the claim and turns it into the error
@@ -718,9 +697,11 @@ async fn provisioner_failed<P: Provisioner>(
     operation: &'static str,
     source: ProvisionError,
 ) -> Error {
-    let (phase, reason) = match &source {
-        ProvisionError::Permanent { .. } => (ClaimPhase::Failed, "ProvisionerRejected"),
-        ProvisionError::Retryable { .. } => (ClaimPhase::Pending, "ProvisionerUnavailable"),
+    let timed_out = std::error::Error::source(&source).is_some_and(|s| s.is::<super::TimedOut>());
+    let (phase, reason) = match (source.is_retryable(), timed_out) {
+        (false, _) => (ClaimPhase::Failed, "ProvisionerRejected"),
+        (true, true) => (ClaimPhase::Pending, "ProvisionerTimeout"),
+        (true, false) => (ClaimPhase::Pending, "ProvisionerUnavailable"),
     };
     let problem = Problem {
         reason,

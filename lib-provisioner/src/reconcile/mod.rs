@@ -57,6 +57,8 @@ pub(crate) struct Context<P> {
     pub metrics: Arc<Metrics>,
     pub backoff: Backoffs,
     pub resync: Duration,
+    /// How long one provisioner call may take.
+    pub provisioner_timeout: Duration,
     /// Becomes true once every cache has listed.
     pub caches_synced: tokio::sync::watch::Receiver<bool>,
     /// UIDs of claims whose `spec.objectBucketName` the apiserver pruned.
@@ -177,6 +179,19 @@ impl<P> Context<P> {
         self.leadership.as_ref().map_or(Ok(()), |l| l.check())
     }
 
+    /// The class named `name`, from its cache, as the plan sees it.
+    pub(crate) fn class_state(&self, name: &str) -> plan::ClassState {
+        use plan::ClassState;
+        match name {
+            "" => ClassState::Unnamed,
+            name => match self.classes.get(&ObjectRef::new(name)) {
+                None => ClassState::NotFound(name.to_owned()),
+                Some(class) if class.provisioner != self.provisioner_name => ClassState::Foreign,
+                Some(class) => ClassState::Ours(Box::new(StorageClass::clone(&class))),
+            },
+        }
+    }
+
     /// Waits until the class, ObjectBucket and claim caches have listed
     /// once; returns at once afterwards. (A watch channel, because a store's
     /// own readiness future wakes only one of many concurrent waiters.)
@@ -187,14 +202,20 @@ impl<P> Context<P> {
 }
 
 impl<P: Provisioner> Context<P> {
-    /// Runs a provisioner call, recording its duration and result.
+    /// Runs a provisioner call under the provisioner timeout, recording its
+    /// duration and result. A call cut off by the timeout is dropped (the
+    /// contract asks calls to be safe to abandon) and becomes a retryable
+    /// error whose message says what to do.
     pub(crate) async fn timed<T>(
         &self,
         operation: &'static str,
         call: impl Future<Output = Result<T, ProvisionError>>,
     ) -> Result<T, ProvisionError> {
         let started = std::time::Instant::now();
-        let result = call.await;
+        let limit = self.provisioner_timeout;
+        let result = tokio::time::timeout(limit, call)
+            .await
+            .unwrap_or_else(|_| Err(timed_out(operation, limit)));
         self.metrics
             .operation(operation, started.elapsed(), result.is_ok());
         result
@@ -339,6 +360,19 @@ impl Backoffs {
     }
 }
 
+/// The error a provisioner call cut off by the timeout becomes.
+pub(crate) fn timed_out(operation: &str, limit: Duration) -> ProvisionError {
+    ProvisionError::retryable(format!(
+        "{operation} did not answer within {limit:?} and was abandoned; it is retried with backoff. If the store is slow rather than stuck, raise the provisioner timeout"
+    ))
+    .with_source(TimedOut)
+}
+
+/// The source of a [`timed_out`] error, so the claim's status can name it.
+#[derive(Debug, thiserror::Error)]
+#[error("provisioner call timed out")]
+pub(crate) struct TimedOut;
+
 /// What to do after a failed reconcile: conflicts retry at once (the next
 /// pass re-reads), everything else backs off per object.
 pub(crate) fn error_policy<K, P>(obj: Arc<K>, error: &Error, ctx: Arc<Context<P>>) -> Action
@@ -348,14 +382,10 @@ where
     let key = ObjectRef::from_obj(obj.as_ref());
     let delay = match error {
         Error::Conflict { .. } => Duration::from_millis(200),
-        Error::Provisioner {
-            source:
-                ProvisionError::Retryable {
-                    retry_after: Some(after),
-                    ..
-                },
-            ..
-        } => (*after).max(ctx.backoff.next(&key)),
+        Error::Provisioner { source, .. } if source.retry_after().is_some() => source
+            .retry_after()
+            .unwrap_or_default()
+            .max(ctx.backoff.next(&key)),
         _ => ctx.backoff.next(&key),
     };
     debug!(object = %key, error = %error, ?delay, "reconcile failed; retrying later");

@@ -179,15 +179,32 @@ impl Step {
     /// then a conflict can only be on the claim, and the pass's own copies
     /// of the other objects are still what it last wrote or read.
     pub(crate) fn writes_only_the_claim(&self) -> bool {
-        matches!(
-            self,
+        // Exhaustive on purpose: a new step must say which conflict
+        // recovery it needs.
+        match self {
             Step::Reject(_)
-                | Step::Wait(_)
-                | Step::PrepareClaim { .. }
-                | Step::BindClaim
-                | Step::MarkClaimBound
-                | Step::RemoveClaimFinalizer
-        )
+            | Step::Wait(_)
+            | Step::PrepareClaim { .. }
+            | Step::BindClaim
+            | Step::MarkClaimBound
+            | Step::RemoveClaimFinalizer => true,
+            Step::Ignore
+            | Step::CreateObjectBucket { .. }
+            | Step::ObtainAccess { .. }
+            | Step::CompleteObjectBucket
+            | Step::AdoptObjectBucket { .. }
+            | Step::WriteSecret
+            | Step::AdoptSecret
+            | Step::WriteConfigMap
+            | Step::AdoptConfigMap
+            | Step::MarkObjectBucketBound
+            | Step::Teardown { .. }
+            | Step::DeleteObjectBucket
+            | Step::ReleaseObjectBucket
+            | Step::ReleaseSecret
+            | Step::ReleaseConfigMap
+            | Step::Done => false,
+        }
     }
 }
 
@@ -387,20 +404,16 @@ fn next_deletion_step(o: &Observed) -> Step {
     if let Some(ob) = o.ob.as_ref().filter(|ob| claim_ref_matches(ob, &o.claim)) {
         let released = ob.status.as_ref().and_then(|s| s.phase) == Some(BucketPhase::Released);
         if !released {
-            // A reserved ObjectBucket was never bound: its claim never got
-            // credentials, so Retain has nothing to keep (an empty bucket at
-            // most), and the bucket goes with the reservation.
-            let reserved = is_reserved(ob);
+            let plan = teardown_plan(ob, &o.class);
             if !o.torn_down {
-                let origin = recorded_origin(ob, &o.class);
-                let delete_bucket = origin == BucketOrigin::Greenfield
-                    && (ob.spec.reclaim_policy == ReclaimPolicy::Delete || reserved);
-                return Step::Teardown { delete_bucket };
+                return Step::Teardown {
+                    delete_bucket: plan.delete_bucket,
+                };
             }
-            return match ob.spec.reclaim_policy {
-                ReclaimPolicy::Delete => Step::DeleteObjectBucket,
-                ReclaimPolicy::Retain if reserved => Step::DeleteObjectBucket,
-                ReclaimPolicy::Retain => Step::ReleaseObjectBucket,
+            return if plan.delete_object_bucket {
+                Step::DeleteObjectBucket
+            } else {
+                Step::ReleaseObjectBucket
             };
         }
         if has_finalizer(&ob.metadata) {
@@ -510,6 +523,30 @@ fn origin(o: &Observed, class: Option<&StorageClass>) -> Result<BucketOrigin, Pr
 /// assume brownfield: revoking keeps data, deleting could not be undone.
 /// Whether the ObjectBucket is a reservation made before its bucket (see
 /// [`crate::api::RESERVED_ANNOTATION`]).
+/// How an ObjectBucket is torn down once its claim goes: the one decision
+/// both the claim's deletion and the orphan cleanup follow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct TeardownPlan {
+    /// Delete the bucket (else only revoke the claim's access).
+    pub delete_bucket: bool,
+    /// Delete the ObjectBucket afterwards (else mark it Released, keep it).
+    pub delete_object_bucket: bool,
+}
+
+/// The teardown of `ob`, whose class is `class` (for ObjectBuckets that
+/// recorded no origin).
+pub(crate) fn teardown_plan(ob: &ObjectBucket, class: &ClassState) -> TeardownPlan {
+    // A reserved ObjectBucket was never bound: its claim never got
+    // credentials, so Retain has nothing to keep (an empty bucket at most),
+    // and the bucket goes with the reservation.
+    let delete_object_bucket = ob.spec.reclaim_policy == ReclaimPolicy::Delete || is_reserved(ob);
+    TeardownPlan {
+        delete_bucket: recorded_origin(ob, class) == BucketOrigin::Greenfield
+            && delete_object_bucket,
+        delete_object_bucket,
+    }
+}
+
 pub(crate) fn is_reserved(ob: &ObjectBucket) -> bool {
     annotation(&ob.metadata, crate::api::RESERVED_ANNOTATION).is_some()
 }
@@ -523,6 +560,14 @@ fn recorded_origin(ob: &ObjectBucket, class: &ClassState) -> BucketOrigin {
     match class {
         ClassState::Ours(class) if brownfield_bucket(class).is_none() => BucketOrigin::Greenfield,
         _ => BucketOrigin::Brownfield,
+    }
+}
+
+/// The class's parameters, or none when it is not ours (deleted, say).
+pub(crate) fn class_parameters(class: &ClassState) -> std::collections::BTreeMap<String, String> {
+    match class {
+        ClassState::Ours(class) => class.parameters.clone().unwrap_or_default(),
+        _ => Default::default(),
     }
 }
 

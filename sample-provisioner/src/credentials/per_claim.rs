@@ -128,7 +128,7 @@ fn new_secret() -> String {
 fn admin_error(e: AdminError, store: &StoreAdmin, req: &CredentialRequest<'_>) -> ProvisionError {
     let class = req.storage_class;
     if e.is_retryable() {
-        return ProvisionError::retryable(e.to_string());
+        return ProvisionError::retryable(e.to_string()).with_source(e);
     }
     if e.is_denied() {
         return ProvisionError::permanent(format!(

@@ -48,8 +48,8 @@ impl Noop {
             "s3.bench.invalid",
             443,
             Credentials::new(
-                format!("AK{}", req.claim_uid.replace('-', "")),
-                format!("SK{}", req.claim_uid),
+                format!("AK{}", req.claim.uid.replace('-', "")),
+                format!("SK{}", req.claim.uid),
             ),
         )
         .with_region("bench-1")
@@ -166,7 +166,6 @@ async fn shutdown_signal() {
 
 #[tokio::main]
 async fn main() -> Result<()> {
-    let _ = rustls::crypto::ring::default_provider().install_default();
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     tracing_subscriber::fmt()

@@ -35,7 +35,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use lib_provisioner::leader::LeaderElection;
-use lib_provisioner::{ControllerBuilder, Error, names};
+use lib_provisioner::{ControllerBuilder, RunError, names};
 use sample_provisioner::S3Provisioner;
 use tokio::signal::unix::{SignalKind, signal};
 use tracing::{error, info};
@@ -120,9 +120,6 @@ impl Config {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    // kube brings rustls' ring provider and aws-sdk-s3 aws-lc-rs: choose one
-    // for the process, or rustls refuses to pick.
-    let _ = rustls::crypto::ring::default_provider().install_default();
     let filter = match EnvFilter::try_from_default_env() {
         Ok(filter) => filter,
         Err(_) => EnvFilter::new("info"),
@@ -143,7 +140,7 @@ async fn main() -> ExitCode {
             info!("stopped");
             ExitCode::SUCCESS
         }
-        Err(Error::LostLease(why)) => {
+        Err(Failure::Run(RunError::LostLease(why))) => {
             error!("lost the leader lease: {why}; exiting");
             ExitCode::from(EXIT_LOST_LEASE)
         }
@@ -154,13 +151,17 @@ async fn main() -> ExitCode {
     }
 }
 
-async fn run(config: Config) -> Result<(), Error> {
-    let client = kube::Client::try_default()
-        .await
-        .map_err(|source| Error::Kube {
-            action: "build a client from KUBECONFIG",
-            source,
-        })?;
+/// Why the process stopped.
+#[derive(Debug, thiserror::Error)]
+enum Failure {
+    #[error("could not build a client from KUBECONFIG: {0}")]
+    Client(#[from] kube::Error),
+    #[error(transparent)]
+    Run(#[from] RunError),
+}
+
+async fn run(config: Config) -> Result<(), Failure> {
+    let client = kube::Client::try_default().await?;
     info!(
         provisioner = %config.provisioner_name,
         namespaces = %if config.namespaces.is_empty() { "all".to_owned() } else { config.namespaces.join(",") },
@@ -189,7 +190,7 @@ async fn run(config: Config) -> Result<(), Error> {
     if let Some(addr) = config.metrics_addr {
         builder = builder.serve_on(addr);
     }
-    builder.run(client, shutdown_signal()).await
+    Ok(builder.run(client, shutdown_signal()).await?)
 }
 
 /// Completes on SIGTERM or Ctrl-C.

@@ -1,6 +1,6 @@
 //! Writes the CRD YAML generated from the Rust types into `crds/`.
 //!
-//! `cargo run -p lib-provisioner --bin crdgen [DIR]` (default: `crds` at the
+//! `cargo run -p obc-tests --bin crdgen [DIR]` (default: `crds` at the
 //! workspace root).
 
 use std::path::PathBuf;

@@ -1,0 +1,129 @@
+//! A downstream provisioner: chooses its backend at run time and runs the
+//! library's controller with it.
+//!
+//! `BACKEND=refuse` serves claims with a backend that refuses every bucket
+//! (each claim shows why); anything else serves them from memory.
+
+use std::collections::BTreeSet;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use lib_provisioner::provisioner::{
+    BucketAccess, BucketRequest, Credentials, ProvisionError, Provisioner, TeardownRequest,
+};
+use lib_provisioner::{ControllerBuilder, RunError};
+
+/// Keeps bucket names in memory.
+#[derive(Default)]
+struct Memory(Mutex<BTreeSet<String>>);
+
+#[async_trait]
+impl Provisioner for Memory {
+    async fn provision(&self, req: &BucketRequest) -> Result<BucketAccess, ProvisionError> {
+        self.0
+            .lock()
+            .map_err(|_| ProvisionError::retryable("state lock poisoned"))?
+            .insert(req.bucket_name.clone());
+        let key = format!("key-{}", req.claim.uid);
+        Ok(
+            BucketAccess::new("memory.invalid", 443, Credentials::new(key, "secret"))
+                .with_state("reclaim", format!("{:?}", req.reclaim_policy)),
+        )
+    }
+    async fn grant(&self, req: &BucketRequest) -> Result<BucketAccess, ProvisionError> {
+        self.provision(req).await
+    }
+    async fn delete(&self, req: &TeardownRequest) -> Result<(), ProvisionError> {
+        self.0
+            .lock()
+            .map_err(|_| ProvisionError::retryable("state lock poisoned"))?
+            .remove(&req.bucket_name);
+        Ok(())
+    }
+    async fn revoke(&self, _: &TeardownRequest) -> Result<(), ProvisionError> {
+        Ok(())
+    }
+}
+
+/// Refuses every bucket, saying why.
+struct Refuse;
+
+#[async_trait]
+impl Provisioner for Refuse {
+    async fn provision(&self, req: &BucketRequest) -> Result<BucketAccess, ProvisionError> {
+        Err(ProvisionError::permanent(format!(
+            "claim {} asks for bucket {}, but this backend creates none: use another StorageClass",
+            req.claim, req.bucket_name
+        ))
+        .with_source(std::io::Error::other("read-only backend")))
+    }
+    async fn grant(&self, req: &BucketRequest) -> Result<BucketAccess, ProvisionError> {
+        self.provision(req).await
+    }
+    async fn delete(&self, _: &TeardownRequest) -> Result<(), ProvisionError> {
+        Ok(())
+    }
+    async fn revoke(&self, _: &TeardownRequest) -> Result<(), ProvisionError> {
+        Ok(())
+    }
+}
+
+fn backend(name: &str) -> Box<dyn Provisioner> {
+    match name {
+        "refuse" => Box::new(Refuse),
+        _ => Box::new(Memory::default()),
+    }
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let client = kube::Client::try_default().await?;
+    let provisioner = backend(&std::env::var("BACKEND").unwrap_or_default());
+    let outcome = ControllerBuilder::new("example.com/downstream", provisioner)
+        .provisioner_timeout(Duration::from_secs(20))
+        .run(client, async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await;
+    match outcome {
+        Err(RunError::LostLease(why)) => {
+            eprintln!("{why}: restarting as a standby");
+            Ok(())
+        }
+        other => Ok(other?),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lib_provisioner::api::ReclaimPolicy;
+    use lib_provisioner::provisioner::ClaimIdentity;
+
+    #[tokio::test]
+    async fn a_boxed_backend_serves_requests_built_with_the_public_constructors() {
+        let claim = ClaimIdentity::new("shop", "photos", "uid-1").with_label("team", "web");
+        let req = BucketRequest::new(claim.clone(), "photos-1", "memory")
+            .with_reclaim_policy(ReclaimPolicy::Retain);
+        let memory = backend("memory");
+        let access = memory.provision(&req).await.expect("provisions");
+        assert_eq!(access.credentials.access_key_id, "key-uid-1");
+        assert_eq!(access.additional_state["reclaim"], "Retain");
+        memory
+            .delete(
+                &TeardownRequest::new(claim, "photos-1", "memory")
+                    .provisioned_as("obc-shop-photos"),
+            )
+            .await
+            .expect("deletes");
+
+        let err = backend("refuse")
+            .provision(&req)
+            .await
+            .expect_err("refuses");
+        assert!(!err.is_retryable());
+        assert!(err.message().contains("shop/photos"), "{err}");
+        assert!(std::error::Error::source(&err).is_some());
+    }
+}

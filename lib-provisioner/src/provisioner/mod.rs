@@ -1,0 +1,119 @@
+//! The trait a provisioner author implements, and what goes in and out of it.
+//!
+//! # The idempotency contract
+//!
+//! The controller may die between any two of its API calls, so every method
+//! may be called again for the same bucket after a crash, a conflict or a
+//! retry. Each method must then return the same result and must not fail
+//! because its own earlier work exists:
+//!
+//! - [`Provisioner::provision`]: if the bucket already exists *and was
+//!   created by this provisioner for this claim*, return its access again
+//!   (same or freshly rotated credentials). If it exists and belongs to
+//!   someone else, return [`ProvisionError::permanent`].
+//! - [`Provisioner::grant`]: if the claim already has access, return it again.
+//! - [`Provisioner::delete`] and [`Provisioner::revoke`]: if the bucket or the
+//!   access is already gone, return `Ok(())`.
+//!
+//! Anything a teardown needs later (a user name, a policy name) goes into
+//! [`BucketAccess::additional_state`]: the library stores it in the
+//! ObjectBucket and hands it back in [`TeardownRequest`].
+//!
+//! Every call runs under a timeout
+//! ([`ControllerBuilder::provisioner_timeout`](crate::ControllerBuilder::provisioner_timeout)):
+//! a call cut off by it is retried like a [`ProvisionError::retryable`], so
+//! it must be safe to abandon at any `.await`.
+//!
+//! # Example
+//!
+//! ```
+//! use std::collections::BTreeMap;
+//! use std::sync::Mutex;
+//! use async_trait::async_trait;
+//! use lib_provisioner::provisioner::*;
+//!
+//! /// Keeps buckets in memory: shows the contract, not a real store.
+//! #[derive(Default)]
+//! struct MemoryStore { buckets: Mutex<BTreeMap<String, String>> }
+//!
+//! #[async_trait]
+//! impl Provisioner for MemoryStore {
+//!     async fn provision(&self, req: &BucketRequest) -> Result<BucketAccess, ProvisionError> {
+//!         let mut buckets = self.buckets.lock().expect("lock");
+//!         let owner = buckets.entry(req.bucket_name.clone()).or_insert_with(|| req.claim.uid.clone());
+//!         if *owner != req.claim.uid {
+//!             return Err(ProvisionError::permanent(format!(
+//!                 "bucket {} belongs to another claim; choose another bucketName", req.bucket_name)));
+//!         }
+//!         Ok(BucketAccess::new("store.example", 443, Credentials::new("key", "secret")))
+//!     }
+//!     async fn grant(&self, req: &BucketRequest) -> Result<BucketAccess, ProvisionError> {
+//!         if !self.buckets.lock().expect("lock").contains_key(&req.bucket_name) {
+//!             return Err(ProvisionError::permanent(format!("bucket {} does not exist", req.bucket_name)));
+//!         }
+//!         Ok(BucketAccess::new("store.example", 443, Credentials::new("key", "secret")))
+//!     }
+//!     async fn delete(&self, req: &TeardownRequest) -> Result<(), ProvisionError> {
+//!         self.buckets.lock().expect("lock").remove(&req.bucket_name); // gone already: fine
+//!         Ok(())
+//!     }
+//!     async fn revoke(&self, _req: &TeardownRequest) -> Result<(), ProvisionError> {
+//!         Ok(())
+//!     }
+//! }
+//! ```
+
+pub mod access;
+pub mod error;
+pub mod request;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+pub use access::{BucketAccess, Credentials};
+pub use error::{BoxError, ErrorKind, ProvisionError};
+pub use request::{BucketRequest, ClaimIdentity, TeardownRequest};
+
+/// An object store backend. See the [module docs](self) for the contract.
+///
+/// Implemented for `Arc<P>` and `Box<P>` (including `Box<dyn Provisioner>`),
+/// so a provisioner picked at run time can be handed to the builder as is.
+#[async_trait]
+pub trait Provisioner: Send + Sync + 'static {
+    /// Greenfield: create `req.bucket_name` and credentials for the claim.
+    async fn provision(&self, req: &BucketRequest) -> Result<BucketAccess, ProvisionError>;
+
+    /// Brownfield: give the claim credentials for the existing bucket named
+    /// by the StorageClass.
+    async fn grant(&self, req: &BucketRequest) -> Result<BucketAccess, ProvisionError>;
+
+    /// Greenfield teardown under reclaim policy Delete: delete the bucket
+    /// and the claim's credentials.
+    async fn delete(&self, req: &TeardownRequest) -> Result<(), ProvisionError>;
+
+    /// Remove the claim's credentials and keep the bucket: brownfield
+    /// teardown, and greenfield teardown under reclaim policy Retain.
+    async fn revoke(&self, req: &TeardownRequest) -> Result<(), ProvisionError>;
+}
+
+macro_rules! forward {
+    ($($ptr:ident),*) => {$(
+        #[async_trait]
+        impl<P: Provisioner + ?Sized> Provisioner for $ptr<P> {
+            async fn provision(&self, req: &BucketRequest) -> Result<BucketAccess, ProvisionError> {
+                (**self).provision(req).await
+            }
+            async fn grant(&self, req: &BucketRequest) -> Result<BucketAccess, ProvisionError> {
+                (**self).grant(req).await
+            }
+            async fn delete(&self, req: &TeardownRequest) -> Result<(), ProvisionError> {
+                (**self).delete(req).await
+            }
+            async fn revoke(&self, req: &TeardownRequest) -> Result<(), ProvisionError> {
+                (**self).revoke(req).await
+            }
+        }
+    )*};
+}
+forward!(Arc, Box);

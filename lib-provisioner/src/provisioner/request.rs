@@ -1,0 +1,272 @@
+//! What the library hands a provisioner: the claim ([`ClaimIdentity`]) and
+//! the bucket it wants ([`BucketRequest`]) or is done with
+//! ([`TeardownRequest`]).
+
+use std::collections::BTreeMap;
+
+use crate::api::{ObjectBucket, ObjectBucketClaim, ReclaimPolicy};
+
+/// The claim a request is for, as it was when the library read it.
+///
+/// ```
+/// use lib_provisioner::provisioner::ClaimIdentity;
+/// let claim = ClaimIdentity::new("shop", "photos", "0b3c…")
+///     .with_label("team", "web");
+/// assert_eq!(claim.to_string(), "shop/photos");
+/// assert_eq!(claim.labels["team"], "web");
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ClaimIdentity {
+    /// The claim's namespace.
+    pub namespace: String,
+    /// The claim's name.
+    pub name: String,
+    /// The claim's UID: stable across retries, unique per claim. Name what
+    /// you create after it (users, policies) so a retry finds its own work.
+    pub uid: String,
+    /// The claim's labels (empty at teardown when the claim is gone).
+    pub labels: BTreeMap<String, String>,
+    /// The claim's annotations (empty at teardown when the claim is gone).
+    pub annotations: BTreeMap<String, String>,
+}
+
+impl ClaimIdentity {
+    /// A claim with no labels or annotations.
+    pub fn new(
+        namespace: impl Into<String>,
+        name: impl Into<String>,
+        uid: impl Into<String>,
+    ) -> Self {
+        Self {
+            namespace: namespace.into(),
+            name: name.into(),
+            uid: uid.into(),
+            ..Default::default()
+        }
+    }
+
+    /// Adds a label.
+    pub fn with_label(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.labels.insert(key.into(), value.into());
+        self
+    }
+
+    /// Adds an annotation.
+    pub fn with_annotation(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.annotations.insert(key.into(), value.into());
+        self
+    }
+
+    pub(crate) fn of(claim: &ObjectBucketClaim) -> Self {
+        Self {
+            namespace: claim.metadata.namespace.clone().unwrap_or_default(),
+            name: claim.metadata.name.clone().unwrap_or_default(),
+            uid: claim.metadata.uid.clone().unwrap_or_default(),
+            labels: claim.metadata.labels.clone().unwrap_or_default(),
+            annotations: claim.metadata.annotations.clone().unwrap_or_default(),
+        }
+    }
+}
+
+impl std::fmt::Display for ClaimIdentity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// What the library knows about a claim when it asks for a bucket or access:
+/// what Go's `BucketOptions` gives its provisioners, and the claim's UID.
+///
+/// ```
+/// use lib_provisioner::api::ReclaimPolicy;
+/// use lib_provisioner::provisioner::{BucketRequest, ClaimIdentity};
+/// let req = BucketRequest::new(ClaimIdentity::new("shop", "photos", "uid-1"), "photos-x7k2", "s3")
+///     .with_parameter("endpoint", "http://127.0.0.1:9000")
+///     .with_reclaim_policy(ReclaimPolicy::Retain);
+/// assert_eq!(req.object_bucket_name, "obc-shop-photos");
+/// assert_eq!(req.parameters["endpoint"], "http://127.0.0.1:9000");
+/// ```
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct BucketRequest {
+    /// The claim.
+    pub claim: ClaimIdentity,
+    /// The bucket's name in the object store.
+    pub bucket_name: String,
+    /// Name of the ObjectBucket the library binds the claim to.
+    pub object_bucket_name: String,
+    /// The StorageClass name.
+    pub storage_class_name: String,
+    /// The StorageClass `parameters`.
+    pub parameters: BTreeMap<String, String>,
+    /// The claim's `spec.additionalConfig`.
+    pub additional_config: BTreeMap<String, String>,
+    /// What happens to the bucket when the claim goes (the class's policy).
+    pub reclaim_policy: ReclaimPolicy,
+}
+
+impl BucketRequest {
+    /// A request for `bucket_name` in class `storage_class_name`, with no
+    /// parameters, reclaim policy Delete and the default ObjectBucket name.
+    pub fn new(
+        claim: ClaimIdentity,
+        bucket_name: impl Into<String>,
+        storage_class_name: impl Into<String>,
+    ) -> Self {
+        Self {
+            object_bucket_name: crate::names::object_bucket_name(&claim.namespace, &claim.name),
+            claim,
+            bucket_name: bucket_name.into(),
+            storage_class_name: storage_class_name.into(),
+            parameters: BTreeMap::new(),
+            additional_config: BTreeMap::new(),
+            reclaim_policy: ReclaimPolicy::Delete,
+        }
+    }
+
+    /// Adds a StorageClass parameter.
+    pub fn with_parameter(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.parameters.insert(key.into(), value.into());
+        self
+    }
+
+    /// Replaces the StorageClass parameters.
+    pub fn with_parameters(mut self, parameters: BTreeMap<String, String>) -> Self {
+        self.parameters = parameters;
+        self
+    }
+
+    /// Replaces the claim's `additionalConfig`.
+    pub fn with_additional_config(mut self, config: BTreeMap<String, String>) -> Self {
+        self.additional_config = config;
+        self
+    }
+
+    /// Sets the reclaim policy.
+    pub fn with_reclaim_policy(mut self, policy: ReclaimPolicy) -> Self {
+        self.reclaim_policy = policy;
+        self
+    }
+
+    pub(crate) fn for_claim(
+        claim: &ObjectBucketClaim,
+        bucket_name: String,
+        class: &k8s_openapi::api::storage::v1::StorageClass,
+    ) -> Self {
+        let policy = ReclaimPolicy::from_class(class.reclaim_policy.as_deref()).unwrap_or_default();
+        Self::new(
+            ClaimIdentity::of(claim),
+            bucket_name,
+            class.metadata.name.clone().unwrap_or_default(),
+        )
+        .with_parameters(class.parameters.clone().unwrap_or_default())
+        .with_additional_config(claim.spec.additional_config.clone().unwrap_or_default())
+        .with_reclaim_policy(policy)
+    }
+}
+
+/// What the library knows when it tears a bucket or its access down.
+///
+/// Teardown may be asked for a bucket whose provisioning died half-way
+/// (`provisioned` is false: the bucket may or may not exist, and may even be
+/// someone else's): delete only what this provisioner created for
+/// `claim.uid`, and succeed if there is nothing.
+///
+/// ```
+/// use lib_provisioner::provisioner::{ClaimIdentity, TeardownRequest};
+/// let req = TeardownRequest::new(ClaimIdentity::new("shop", "photos", "uid-1"), "photos-x7k2", "s3")
+///     .with_state("user", "obc-uid-1");
+/// assert!(!req.provisioned);
+/// assert_eq!(req.additional_state["user"], "obc-uid-1");
+/// ```
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct TeardownRequest {
+    /// The claim the bucket was provisioned for.
+    pub claim: ClaimIdentity,
+    /// The bucket's name in the object store.
+    pub bucket_name: String,
+    /// The StorageClass name.
+    pub storage_class_name: String,
+    /// The StorageClass `parameters`, or empty if the class is gone.
+    pub parameters: BTreeMap<String, String>,
+    /// What [`BucketAccess::additional_state`](super::BucketAccess::additional_state)
+    /// held at provisioning.
+    pub additional_state: BTreeMap<String, String>,
+    /// The reclaim policy the ObjectBucket recorded.
+    pub reclaim_policy: ReclaimPolicy,
+    /// The ObjectBucket being released, if one was created.
+    pub object_bucket_name: Option<String>,
+    /// Whether the library's record says the bucket was provisioned (or
+    /// granted) for this claim: its ObjectBucket is bound, not a reservation
+    /// made before the provisioner was asked, and names this claim's UID.
+    /// Claims taken over from the Go library are recorded this way too
+    /// (they carry no provisioner-specific marker).
+    pub provisioned: bool,
+}
+
+impl TeardownRequest {
+    /// A request for a bucket with no record of it being provisioned.
+    pub fn new(
+        claim: ClaimIdentity,
+        bucket_name: impl Into<String>,
+        storage_class_name: impl Into<String>,
+    ) -> Self {
+        Self {
+            claim,
+            bucket_name: bucket_name.into(),
+            storage_class_name: storage_class_name.into(),
+            parameters: BTreeMap::new(),
+            additional_state: BTreeMap::new(),
+            reclaim_policy: ReclaimPolicy::Delete,
+            object_bucket_name: None,
+            provisioned: false,
+        }
+    }
+
+    /// Replaces the StorageClass parameters.
+    pub fn with_parameters(mut self, parameters: BTreeMap<String, String>) -> Self {
+        self.parameters = parameters;
+        self
+    }
+
+    /// Adds provisioning state.
+    pub fn with_state(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.additional_state.insert(key.into(), value.into());
+        self
+    }
+
+    /// Records the bucket as provisioned for the claim, through ObjectBucket
+    /// `name`.
+    pub fn provisioned_as(mut self, object_bucket_name: impl Into<String>) -> Self {
+        self.object_bucket_name = Some(object_bucket_name.into());
+        self.provisioned = true;
+        self
+    }
+
+    /// The request for an ObjectBucket, with its class's parameters.
+    pub(crate) fn for_object_bucket(
+        ob: &ObjectBucket,
+        parameters: BTreeMap<String, String>,
+    ) -> Self {
+        let r = ob.spec.claim_ref.clone().unwrap_or_default();
+        let uid = r.uid.unwrap_or_default();
+        let reserved = crate::reconcile::plan::is_reserved(ob);
+        let name = ob.metadata.name.clone().unwrap_or_default();
+        Self {
+            provisioned: !reserved && !uid.is_empty(),
+            claim: ClaimIdentity::new(
+                r.namespace.unwrap_or_default(),
+                r.name.unwrap_or_default(),
+                uid,
+            ),
+            bucket_name: ob.bucket_name().unwrap_or_default().to_owned(),
+            storage_class_name: ob.spec.storage_class_name.clone(),
+            parameters,
+            additional_state: ob.spec.additional_state.clone().unwrap_or_default(),
+            reclaim_policy: ob.spec.reclaim_policy,
+            object_bucket_name: Some(name),
+        }
+    }
+}
