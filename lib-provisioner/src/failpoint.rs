@@ -68,6 +68,7 @@ mod tests {
         let sources = [
             include_str!("reconcile/claim.rs"),
             include_str!("reconcile/bucket.rs"),
+            include_str!("reconcile/steps.rs"),
             include_str!("writes.rs"),
         ];
         let call = ["failpoint::hit(", "\""].concat();

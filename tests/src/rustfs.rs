@@ -64,6 +64,11 @@ impl RustFs {
                 .push(("RUSTFS_OBS_LOGGER_LEVEL".into(), "warn".into()));
             proc.envs
                 .push(("RUSTFS_CONSOLE_ENABLE".into(), "false".into()));
+            // Quota checks fail closed until the scanner has counted a new
+            // bucket: scan soon and often so tests do not wait a default cycle.
+            proc.envs
+                .push(("RUSTFS_SCANNER_START_DELAY_SECS".into(), "1".into()));
+            proc.envs.push(("RUSTFS_SCANNER_CYCLE".into(), "3".into()));
             proc.spawn()?;
             let url = format!("http://127.0.0.1:{port}/");
             let took = proc
@@ -119,4 +124,46 @@ impl RustFs {
 async fn probe(http: &reqwest::Client, url: &str) -> Result<bool> {
     let status = http.get(url).send().await.context("GET /")?.status();
     Ok(status != reqwest::StatusCode::SERVICE_UNAVAILABLE)
+}
+
+/// How long a write to a bucket with a quota may be refused with
+/// `ServiceUnavailable` before it is a failure. RustFS fails a quota check
+/// closed (503, "please retry") until its scanner has counted a new bucket's
+/// usage; the test environment runs the scanner every few seconds.
+pub const QUOTA_READY_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// `PUT key` into `bucket`, retried while RustFS answers that it cannot check
+/// the bucket's quota yet (HTTP 503), as any S3 client does with a 503. Any
+/// other answer, success or error, is returned as it is.
+pub async fn put_object_when_quota_ready(
+    client: &aws_sdk_s3::Client,
+    bucket: &str,
+    key: &str,
+    body: Vec<u8>,
+) -> Result<
+    aws_sdk_s3::operation::put_object::PutObjectOutput,
+    aws_sdk_s3::error::SdkError<aws_sdk_s3::operation::put_object::PutObjectError>,
+> {
+    let deadline = tokio::time::Instant::now() + QUOTA_READY_TIMEOUT;
+    loop {
+        let sent = client
+            .put_object()
+            .bucket(bucket)
+            .key(key)
+            .body(aws_sdk_s3::primitives::ByteStream::from(body.clone()))
+            .send()
+            .await;
+        let pending = matches!(&sent, Err(e)
+            if aws_sdk_s3::error::ProvideErrorMetadata::code(e) == Some("ServiceUnavailable"));
+        if !pending || tokio::time::Instant::now() >= deadline {
+            return sent;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// True when `err` is RustFS refusing a write because the bucket's hard quota
+/// would be exceeded (not a 503 while the quota cannot be checked yet).
+pub fn is_quota_exceeded<E: std::fmt::Debug>(err: &E) -> bool {
+    format!("{err:?}").contains("Bucket quota exceeded")
 }

@@ -7,7 +7,7 @@
 use anyhow::Result;
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{Tag, Tagging};
-use obc_tests::rustfs::RustFs;
+use obc_tests::rustfs::{RustFs, is_quota_exceeded, put_object_when_quota_ready};
 use obc_tests::testenv::{self, s3_client_for};
 
 #[tokio::test]
@@ -145,14 +145,13 @@ async fn admin_client_manages_users_policies_and_quotas_on_rustfs() -> Result<()
         admin.bucket_quota("mine").await?,
         BucketQuota::hard(64 * 1024)
     );
-    let over = user
-        .put_object()
-        .bucket("mine")
-        .key("big")
-        .body(ByteStream::from(vec![0u8; 128 * 1024]))
-        .send()
-        .await;
-    assert!(over.is_err(), "a write over the quota is refused");
+    let over = put_object_when_quota_ready(&user, "mine", "big", vec![0u8; 128 * 1024])
+        .await
+        .expect_err("a write over the quota is refused");
+    assert!(is_quota_exceeded(&over), "refused for the quota: {over:?}");
+    put_object_when_quota_ready(&user, "mine", "small", vec![0u8; 1024])
+        .await
+        .expect("a write within the quota is accepted");
 
     assert!(admin.remove_user("obc-user-1").await?);
     assert!(!admin.remove_user("obc-user-1").await?);

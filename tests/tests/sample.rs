@@ -14,7 +14,7 @@ use lib_provisioner::ControllerBuilder;
 use lib_provisioner::api::{ClaimPhase, ObjectBucket, ObjectBucketClaim, ObjectBucketClaimSpec};
 use obc_tests::recording::{RunningController, install_crds, message, wait_gone, wait_phase};
 use obc_tests::reliability::{assert_no_leaks, register_secret};
-use obc_tests::rustfs::RustFs;
+use obc_tests::rustfs::{RustFs, is_quota_exceeded, put_object_when_quota_ready};
 use obc_tests::testenv::s3_client_for;
 use obc_tests::{TestEnv, wait_for};
 use sample_provisioner::S3Provisioner;
@@ -227,14 +227,9 @@ async fn sample_provisioner_serves_claims_under_its_least_privilege_rbac() {
     for n in ["del", "ret", "brown"] {
         let (client, bucket, key) = use_bucket(n).await;
         assert_eq!(key, user_name(&uids[n]), "{n} has its own user");
-        client
-            .put_object()
-            .bucket(&bucket)
-            .key("hello.txt")
-            .body(ByteStream::from_static(b"hello"))
-            .send()
+        put_object_when_quota_ready(&client, &bucket, "hello.txt", b"hello".to_vec())
             .await
-            .expect("put");
+            .unwrap_or_else(|e| panic!("{n}: put: {e:?}"));
         let got = client
             .get_object()
             .bucket(&bucket)
@@ -518,18 +513,10 @@ async fn assert_read_only((client, bucket, key): &ClaimAccess, root: &aws_sdk_s3
 
 /// The claim's `maxSize: 64Ki` is a hard quota on its bucket.
 async fn assert_quota_enforced((client, bucket, _): &ClaimAccess) {
-    let over = client
-        .put_object()
-        .bucket(bucket)
-        .key("too-big.bin")
-        .body(ByteStream::from(vec![0u8; 128 * 1024]))
-        .send()
+    let over = put_object_when_quota_ready(client, bucket, "too-big.bin", vec![0u8; 128 * 1024])
         .await
         .expect_err("a write over the quota");
-    assert!(
-        format!("{over:?}").contains("quota"),
-        "refused for the quota: {over:?}"
-    );
+    assert!(is_quota_exceeded(&over), "refused for the quota: {over:?}");
 }
 
 /// Permissions the code needs on paths this scenario does not take, and why.

@@ -5,6 +5,7 @@ pub(crate) mod bucket;
 pub(crate) mod claim;
 pub(crate) mod plan;
 pub(crate) mod status;
+mod steps;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -1,0 +1,315 @@
+//! The ownership rules, as pure functions: what a provision or a delete
+//! does given what the store holds ([`provision_step`], [`delete_step`]),
+//! and the messages of the refusals. Unit-tested exhaustively here;
+//! [`Store`](super::Store) gathers the inputs and carries the answers out.
+
+use std::fmt;
+
+use lib_provisioner::ProvisionError;
+
+use crate::params::FORCE_DELETE;
+
+use super::*;
+
+/// Who a bucket is (to be) owned by.
+#[derive(Clone, Copy, Debug)]
+pub struct Owner<'a> {
+    /// The claim's UID: the marker's (and the intent's) content.
+    pub claim_uid: &'a str,
+    /// `namespace/name` of the claim, stored as metadata for humans.
+    pub claim: &'a str,
+}
+
+/// A marker or an intent, as read back.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Record {
+    /// The UID it holds.
+    pub claim_uid: String,
+    /// `namespace/name` from its metadata, if any.
+    pub claim: Option<String>,
+}
+
+impl fmt::Display for Record {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.claim {
+            Some(claim) => write!(f, "claim {claim} (UID {})", self.claim_uid),
+            None => write!(f, "the claim with UID {}", self.claim_uid),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The rules, without I/O
+// ---------------------------------------------------------------------------
+
+/// A bucket name as the ownership rules see it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Found {
+    /// There is no bucket of that name.
+    Absent,
+    /// The bucket exists but may not be read: another account's (or the
+    /// credentials may not read it).
+    Foreign,
+    /// The bucket carries a marker with this content (a claim UID, or
+    /// [`STATE_BUCKET_MARKER`]).
+    Marked(String),
+    /// The bucket carries no marker; `empty`: it holds no object at all.
+    Unmarked {
+        /// Whether it holds no object.
+        empty: bool,
+    },
+}
+
+/// Why a bucket without a marker belongs to a claim.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Basis {
+    /// It carries the claim's marker.
+    Marker,
+    /// The state bucket holds this claim's intent to create it.
+    Intent,
+    /// The library generated its name for this claim (recorded on the
+    /// claim before the bucket is created, with a random suffix): a
+    /// creation interrupted by a version that wrote no intent.
+    GeneratedName,
+    /// The claim's bound greenfield ObjectBucket records the bucket as
+    /// created for it, by a provisioner that writes no marker (the Go
+    /// `lib-bucket-provisioner`'s), and the claim was taken over.
+    ObjectBucket,
+}
+
+impl fmt::Display for Basis {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Marker => "it carries the claim's ownership marker",
+            Self::Intent => "the state bucket records the claim's intent to create it",
+            Self::GeneratedName => "the library generated its name for the claim",
+            Self::ObjectBucket => {
+                "the claim's bound ObjectBucket records it as created for the claim (by a provisioner that writes no marker)"
+            }
+        })
+    }
+}
+
+/// Why provision refuses a bucket that exists.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// It carries another claim's marker (this UID).
+    OtherClaim(String),
+    /// It is a state bucket of this provisioner.
+    StateBucket,
+    /// It may not be read: another account's.
+    Foreign,
+    /// No marker, objects in it, and no intent of this claim.
+    UnmarkedWithData,
+    /// No marker, empty, and nothing says it was made for this claim: it
+    /// may be someone else's.
+    Unclaimed,
+    /// This claim's intent says it was created for the claim, but objects
+    /// were written to it before it got its marker.
+    WrittenBeforeMarked,
+}
+
+impl Refusal {
+    /// The permanent error the claim shows.
+    pub fn into_error(self, bucket: &str, owner: &Owner<'_>) -> ProvisionError {
+        match self {
+            Self::OtherClaim(uid) => not_ours(bucket, Some(&uid)),
+            Self::StateBucket => reserved(bucket),
+            Self::Foreign | Self::UnmarkedWithData => not_ours(bucket, None),
+            Self::Unclaimed => unclaimed(bucket),
+            Self::WrittenBeforeMarked => ProvisionError::permanent(format!(
+                "bucket {bucket:?} was created for this claim, but the attempt was interrupted before its ownership marker {OWNER_MARKER_KEY} was written, and objects were written to it since: check them, then delete them, or write an object {OWNER_MARKER_KEY} holding {} into the bucket to let the claim have it as it is; the claim is retried",
+                owner.claim_uid
+            )),
+        }
+    }
+
+    /// Whether the claim's intent stays: only while the bucket may still
+    /// become the claim's (someone empties it).
+    pub(super) fn keeps_intent(&self) -> bool {
+        *self == Self::WrittenBeforeMarked
+    }
+}
+
+/// What provision does with a bucket name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ProvisionStep {
+    /// It does not exist: record the intent, CreateBucket, write the
+    /// marker, delete the intent.
+    Create,
+    /// It carries this claim's marker: an earlier attempt created it.
+    Owned,
+    /// It is this claim's but has no marker: write it.
+    TakeOver(Basis),
+    /// It is not this claim's.
+    Refuse(Refusal),
+}
+
+/// Whether the rules need to know if the library generated the bucket's
+/// name for the claim (a read of the claim): only for an empty, unmarked
+/// bucket without an intent of this claim.
+pub fn needs_generated(found: &Found, intent_ours: bool) -> bool {
+    *found == (Found::Unmarked { empty: true }) && !intent_ours
+}
+
+/// The provision rule. `intent_ours`: the state bucket holds this claim's
+/// intent for the bucket; `generated`: the library generated the name for
+/// this claim (only asked when [`needs_generated`]).
+pub fn provision_step(
+    found: &Found,
+    claim_uid: &str,
+    intent_ours: bool,
+    generated: bool,
+) -> ProvisionStep {
+    use ProvisionStep::{Create, Owned, Refuse, TakeOver};
+    match found {
+        Found::Absent => Create,
+        Found::Foreign => Refuse(Refusal::Foreign),
+        Found::Marked(m) if m == STATE_BUCKET_MARKER => Refuse(Refusal::StateBucket),
+        Found::Marked(m) if m == claim_uid => Owned,
+        Found::Marked(m) => Refuse(Refusal::OtherClaim(m.clone())),
+        Found::Unmarked { empty: true } if intent_ours => TakeOver(Basis::Intent),
+        Found::Unmarked { empty: true } if generated => TakeOver(Basis::GeneratedName),
+        Found::Unmarked { empty: true } => Refuse(Refusal::Unclaimed),
+        Found::Unmarked { empty: false } if intent_ours => Refuse(Refusal::WrittenBeforeMarked),
+        Found::Unmarked { empty: false } => Refuse(Refusal::UnmarkedWithData),
+    }
+}
+
+/// Why delete keeps a bucket.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Kept {
+    /// It carries another claim's marker (this UID).
+    OtherClaim(String),
+    /// It is a state bucket of this provisioner.
+    StateBucket,
+    /// No marker, and nothing says it was made for this claim.
+    Unmarked,
+}
+
+impl fmt::Display for Kept {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::OtherClaim(uid) => write!(f, "its ownership marker names claim UID {uid}"),
+            Self::StateBucket => f.write_str("it is a state bucket of this provisioner"),
+            Self::Unmarked => write!(
+                f,
+                "it has no ownership marker ({OWNER_MARKER_KEY}) and no creation intent of this claim, so it was not created for this claim"
+            ),
+        }
+    }
+}
+
+/// What delete does with a bucket name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DeleteStep {
+    /// Nothing to delete.
+    Gone,
+    /// It may not be read: fail (it may be ours, with credentials that
+    /// lost their rights).
+    Denied,
+    /// It is this claim's: delete it (per the forceDelete rules).
+    Delete(Basis),
+    /// It is not this claim's: keep it.
+    Keep(Kept),
+}
+
+/// The delete rule; arguments as for [`provision_step`], and `recorded`:
+/// the claim's bound (not reserved) greenfield ObjectBucket names the
+/// bucket. A generated name only counts for an empty bucket; an intent or
+/// the record also for one holding objects (forceDelete then decides, as for
+/// a marked bucket). A marker of another claim outweighs the record.
+pub fn delete_step(
+    found: &Found,
+    claim_uid: &str,
+    intent_ours: bool,
+    generated: bool,
+    recorded: bool,
+) -> DeleteStep {
+    use DeleteStep::{Delete, Denied, Gone, Keep};
+    match found {
+        Found::Absent => Gone,
+        Found::Foreign => Denied,
+        Found::Marked(m) if m == STATE_BUCKET_MARKER => Keep(Kept::StateBucket),
+        Found::Marked(m) if m == claim_uid => Delete(Basis::Marker),
+        Found::Marked(m) => Keep(Kept::OtherClaim(m.clone())),
+        Found::Unmarked { .. } if intent_ours => Delete(Basis::Intent),
+        Found::Unmarked { .. } if recorded => Delete(Basis::ObjectBucket),
+        Found::Unmarked { empty: true } if generated => Delete(Basis::GeneratedName),
+        Found::Unmarked { .. } => Keep(Kept::Unmarked),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The store
+// ---------------------------------------------------------------------------
+
+/// What [`Store::create_owned`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Creation {
+    /// Created the bucket and marked it.
+    Created,
+    /// The bucket was already marked for the claim (an earlier attempt).
+    Existing,
+    /// The bucket existed without a marker and is the claim's for this
+    /// reason: marked now.
+    TakenOver(Basis),
+}
+
+/// What a deletion did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Deletion {
+    /// The bucket was deleted, with this many objects (forceDelete).
+    Deleted {
+        /// Objects deleted before the bucket.
+        objects: u64,
+    },
+    /// There was no bucket.
+    AlreadyGone,
+    /// The bucket was not created for this claim and was kept.
+    NotOurs(String),
+}
+
+/// The permanent error for a bucket that exists and is not this claim's.
+pub fn not_ours(bucket: &str, other_claim_uid: Option<&str>) -> ProvisionError {
+    let whose = match other_claim_uid {
+        Some(uid) => format!(" (it was created for the claim with UID {uid})"),
+        None => String::new(),
+    };
+    ProvisionError::permanent(format!(
+        "bucket {bucket:?} exists and was not created for this claim{whose}: use generateBucketName, or another bucketName; to share an existing bucket, use a StorageClass with the bucketName parameter"
+    ))
+}
+
+/// The permanent error for an empty, unmarked bucket that nothing records
+/// as made for this claim: it may be someone else's.
+pub fn unclaimed(bucket: &str) -> ProvisionError {
+    ProvisionError::permanent(format!(
+        "bucket {bucket:?} exists and was not created for this claim: it is empty but has no ownership marker and no creation intent of this claim, so it may be someone else's; use generateBucketName or another bucketName, or a StorageClass with the bucketName parameter to share it. If a provisioner version that recorded no intents created it for this claim and was interrupted, delete the empty bucket: the claim is retried"
+    ))
+}
+
+/// The permanent error for a claim asking for the state bucket.
+pub fn reserved(bucket: &str) -> ProvisionError {
+    ProvisionError::permanent(format!(
+        "bucket {bucket:?} is the provisioner's state bucket (--state-bucket, OBC_STATE_BUCKET) and is never handed to a claim: use generateBucketName or another bucket name"
+    ))
+}
+
+/// The permanent error for deleting a bucket that may not be read.
+pub fn denied(bucket: &str) -> ProvisionError {
+    ProvisionError::permanent(format!(
+        "access to bucket {bucket:?} is denied, so whether it was created for this claim cannot be told: check that the admin Secret named by the StorageClass holds credentials allowed to read it; if the bucket belongs to another account, it was not this claim's"
+    ))
+}
+
+/// The permanent error for deleting a bucket that still holds objects.
+pub fn not_empty(bucket: &str) -> ProvisionError {
+    ProvisionError::permanent(format!(
+        "bucket {bucket} is not empty: empty it, or set {FORCE_DELETE}: \"true\" on the StorageClass"
+    ))
+}
+
+#[cfg(test)]
+#[path = "rules_tests.rs"]
+mod tests;

@@ -1,0 +1,397 @@
+//! The ownership rule tables, and model runs of interrupted and racing
+//! provisions against them.
+
+use super::*;
+use std::collections::BTreeMap;
+
+const UID: &str = "uid-a";
+const OWNER: Owner<'static> = Owner {
+    claim_uid: UID,
+    claim: "ns/a",
+};
+
+#[test]
+fn teardown_messages_say_how_to_fix_them() {
+    let e = not_empty("photos-1");
+    assert!(!e.is_retryable());
+    assert_eq!(
+        e.to_string(),
+        "bucket photos-1 is not empty: empty it, or set forceDelete: \"true\" on the StorageClass"
+    );
+    let e = not_ours("photos-1", Some("uid-2"));
+    assert!(!e.is_retryable());
+    assert!(
+        e.to_string()
+            .contains("exists and was not created for this claim"),
+        "{e}"
+    );
+    assert!(e.to_string().contains("uid-2"), "{e}");
+    for e in [reserved("s"), denied("b"), unclaimed("b")] {
+        assert!(!e.is_retryable(), "{e}");
+    }
+    assert!(reserved("s").to_string().contains("--state-bucket"));
+    assert!(denied("b").to_string().contains("admin Secret"));
+}
+
+#[test]
+fn refusals_are_permanent_and_say_why() {
+    for (refusal, text) in [
+        (Refusal::OtherClaim("uid-b".into()), "uid-b"),
+        (Refusal::StateBucket, "state bucket"),
+        (Refusal::Foreign, "was not created for this claim"),
+        (Refusal::UnmarkedWithData, "was not created for this claim"),
+        (Refusal::Unclaimed, "no creation intent"),
+        (Refusal::WrittenBeforeMarked, "holding uid-a"),
+    ] {
+        let e = refusal.clone().into_error("b", &OWNER);
+        assert!(!e.is_retryable(), "{refusal:?}");
+        assert!(e.to_string().contains(text), "{refusal:?}: {e}");
+    }
+}
+
+fn marked(uid: &str) -> Found {
+    Found::Marked(uid.into())
+}
+const EMPTY: Found = Found::Unmarked { empty: true };
+const DATA: Found = Found::Unmarked { empty: false };
+
+#[test]
+fn provision_rule_table() {
+    use ProvisionStep::*;
+    // (found, intent ours, generated for the claim) -> step
+    let table = [
+        (Found::Absent, false, false, Create),
+        (Found::Absent, true, false, Create),
+        (marked(UID), false, false, Owned),
+        (marked(UID), true, false, Owned),
+        (
+            marked("uid-b"),
+            true,
+            true,
+            Refuse(Refusal::OtherClaim("uid-b".into())),
+        ),
+        (
+            marked(STATE_BUCKET_MARKER),
+            true,
+            true,
+            Refuse(Refusal::StateBucket),
+        ),
+        (Found::Foreign, true, true, Refuse(Refusal::Foreign)),
+        (EMPTY, true, false, TakeOver(Basis::Intent)),
+        (EMPTY, true, true, TakeOver(Basis::Intent)),
+        (EMPTY, false, true, TakeOver(Basis::GeneratedName)),
+        (EMPTY, false, false, Refuse(Refusal::Unclaimed)),
+        (DATA, true, true, Refuse(Refusal::WrittenBeforeMarked)),
+        (DATA, false, true, Refuse(Refusal::UnmarkedWithData)),
+        (DATA, false, false, Refuse(Refusal::UnmarkedWithData)),
+    ];
+    for (found, intent, generated, step) in table {
+        assert_eq!(
+            provision_step(&found, UID, intent, generated),
+            step,
+            "{found:?} intent={intent} generated={generated}"
+        );
+    }
+}
+
+#[test]
+fn delete_rule_table() {
+    use DeleteStep::*;
+    let table = [
+        (Found::Absent, true, true, Gone),
+        (Found::Foreign, true, true, Denied),
+        (marked(UID), false, false, Delete(Basis::Marker)),
+        (
+            marked("uid-b"),
+            true,
+            true,
+            Keep(Kept::OtherClaim("uid-b".into())),
+        ),
+        (
+            marked(STATE_BUCKET_MARKER),
+            true,
+            true,
+            Keep(Kept::StateBucket),
+        ),
+        (EMPTY, true, false, Delete(Basis::Intent)),
+        (DATA, true, false, Delete(Basis::Intent)),
+        (EMPTY, false, true, Delete(Basis::GeneratedName)),
+        (DATA, false, true, Keep(Kept::Unmarked)),
+        (EMPTY, false, false, Keep(Kept::Unmarked)),
+    ];
+    // The ObjectBucket's record vouches for an unmarked bucket, with or
+    // without objects, and never outweighs another claim's marker.
+    for (found, step) in [
+        (DATA, Delete(Basis::ObjectBucket)),
+        (EMPTY, Delete(Basis::ObjectBucket)),
+        (
+            Found::Marked("other".into()),
+            Keep(Kept::OtherClaim("other".into())),
+        ),
+        (Found::Absent, DeleteStep::Gone),
+    ] {
+        assert_eq!(
+            delete_step(&found, UID, false, false, true),
+            step,
+            "{found:?}"
+        );
+    }
+    for (found, intent, generated, step) in table {
+        assert_eq!(
+            delete_step(&found, UID, intent, generated, false),
+            step,
+            "{found:?} intent={intent} generated={generated}"
+        );
+    }
+}
+
+#[test]
+fn the_claim_is_read_only_for_an_empty_unmarked_bucket_without_intent() {
+    for found in [Found::Absent, Found::Foreign, marked(UID), DATA] {
+        assert!(!needs_generated(&found, false), "{found:?}");
+    }
+    assert!(needs_generated(&EMPTY, false));
+    assert!(!needs_generated(&EMPTY, true));
+}
+
+/// An in-memory store: buckets (marker, object count) and intents.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Table {
+    buckets: BTreeMap<String, (Option<String>, usize)>,
+    intents: BTreeMap<String, String>,
+}
+
+/// How a modelled attempt ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Outcome {
+    /// The process died after the write it was to die after.
+    Crashed,
+    /// Provisioned / deleted (or nothing to delete).
+    Done,
+    /// Retryable: another claim's creation is unfinished.
+    Retry,
+    /// Provision refused.
+    Refused(Refusal),
+    /// Delete kept the bucket.
+    Kept(Kept),
+}
+
+/// Counts writes and says when the attempt dies.
+struct Writes {
+    done: usize,
+    crash_after: Option<usize>,
+}
+
+impl Writes {
+    fn new(crash_after: Option<usize>) -> Self {
+        Self {
+            done: 0,
+            crash_after,
+        }
+    }
+
+    /// Records a write; true if the process dies right after it.
+    fn dies(&mut self) -> bool {
+        self.done += 1;
+        self.crash_after == Some(self.done - 1)
+    }
+}
+
+impl Table {
+    fn found(&self, bucket: &str) -> Found {
+        match self.buckets.get(bucket) {
+            None => Found::Absent,
+            Some((Some(m), _)) => Found::Marked(m.clone()),
+            Some((None, n)) => Found::Unmarked { empty: *n == 0 },
+        }
+    }
+
+    fn intent_of(&self, bucket: &str, uid: &str) -> bool {
+        self.intents.get(bucket).is_some_and(|u| u == uid)
+    }
+
+    /// One provision attempt, in the order of `Store::create_owned`,
+    /// dying after write number `crash_after` (`None`: never).
+    fn provision(
+        &mut self,
+        bucket: &str,
+        uid: &str,
+        generated: bool,
+        crash_after: Option<usize>,
+    ) -> Outcome {
+        let mut w = Writes::new(crash_after);
+        let mut found = self.found(bucket);
+        let mut intent = self.intent_of(bucket, uid);
+        if found == Found::Absent {
+            // If-None-Match: *
+            if !self.intents.contains_key(bucket) {
+                self.intents.insert(bucket.into(), uid.into());
+                if w.dies() {
+                    return Outcome::Crashed;
+                }
+            }
+            if !self.intent_of(bucket, uid) {
+                return Outcome::Retry;
+            }
+            intent = true;
+            self.buckets.entry(bucket.into()).or_insert((None, 0));
+            if w.dies() {
+                return Outcome::Crashed;
+            }
+            found = self.found(bucket);
+        }
+        let generated = needs_generated(&found, intent) && generated;
+        let outcome = match provision_step(&found, uid, intent, generated) {
+            ProvisionStep::Create => unreachable!("the bucket exists now"),
+            ProvisionStep::Owned => Outcome::Done,
+            ProvisionStep::TakeOver(_) => {
+                if let Some(b) = self.buckets.get_mut(bucket) {
+                    b.0.get_or_insert_with(|| uid.to_owned());
+                }
+                if w.dies() {
+                    return Outcome::Crashed;
+                }
+                match self.found(bucket) {
+                    Found::Marked(m) if m == uid => Outcome::Done,
+                    Found::Marked(m) => Outcome::Refused(Refusal::OtherClaim(m)),
+                    other => unreachable!("{other:?}"),
+                }
+            }
+            ProvisionStep::Refuse(r) => Outcome::Refused(r),
+        };
+        let keep = matches!(&outcome, Outcome::Refused(r) if r.keeps_intent());
+        if intent && !keep {
+            self.intents.remove(bucket);
+            if w.dies() {
+                return Outcome::Crashed;
+            }
+        }
+        outcome
+    }
+
+    /// One forced delete attempt, in the order of `Store::delete_owned`.
+    fn delete(
+        &mut self,
+        bucket: &str,
+        uid: &str,
+        generated: bool,
+        crash_after: Option<usize>,
+    ) -> Outcome {
+        let mut w = Writes::new(crash_after);
+        let found = self.found(bucket);
+        let intent = self.intent_of(bucket, uid);
+        let generated = needs_generated(&found, intent) && generated;
+        let outcome = match delete_step(&found, uid, intent, generated, false) {
+            DeleteStep::Delete(_) => {
+                self.buckets.remove(bucket);
+                if w.dies() {
+                    return Outcome::Crashed;
+                }
+                Outcome::Done
+            }
+            DeleteStep::Gone => Outcome::Done,
+            DeleteStep::Keep(k) => Outcome::Kept(k),
+            DeleteStep::Denied => unreachable!("no foreign buckets here"),
+        };
+        if intent {
+            self.intents.remove(bucket);
+            if w.dies() {
+                return Outcome::Crashed;
+            }
+        }
+        outcome
+    }
+}
+
+/// A crash after each write of a provision (intent, CreateBucket,
+/// marker, intent deleted) converges on the next attempt, for an exact
+/// name (no generated-name rule); deleting the claim instead leaves
+/// nothing, even if that is interrupted too; another claim asking for
+/// the same name never gets the bucket.
+#[test]
+fn every_interrupted_provision_converges() {
+    for crash_after in 0..4 {
+        let mut t = Table::default();
+        let first = t.provision("b", UID, false, Some(crash_after));
+        assert_eq!(first, Outcome::Crashed, "write {crash_after}: {t:?}");
+        let crashed = t.clone();
+
+        let mut other = crashed.clone();
+        let outcome = other.provision("b", "uid-b", false, None);
+        assert_ne!(outcome, Outcome::Done, "write {crash_after}: {other:?}");
+
+        assert_eq!(t.provision("b", UID, false, None), Outcome::Done);
+        assert_eq!(t.found("b"), marked(UID), "write {crash_after}");
+        assert!(t.intents.is_empty(), "write {crash_after}: {t:?}");
+        assert_eq!(t.provision("b", UID, false, None), Outcome::Done);
+
+        for delete_crash in [Some(0), Some(1), None] {
+            let mut d = crashed.clone();
+            if d.delete("b", UID, false, delete_crash) == Outcome::Crashed {
+                assert_eq!(d.delete("b", UID, false, None), Outcome::Done);
+            }
+            assert_eq!(d, Table::default(), "write {crash_after}");
+        }
+    }
+}
+
+/// Two claims creating one exact name, each dying at any write: on
+/// restart exactly one has the bucket, and no intent is left.
+#[test]
+fn racing_claims_with_crashes_end_with_one_owner() {
+    for a_crash in 0..4 {
+        for b_crash in 0..4 {
+            let mut t = Table::default();
+            t.provision("b", "uid-a", false, Some(a_crash));
+            t.provision("b", "uid-b", false, Some(b_crash));
+            let a = t.provision("b", "uid-a", false, None);
+            let b = t.provision("b", "uid-b", false, None);
+            let done = [&a, &b].iter().filter(|o| ***o == Outcome::Done).count();
+            assert_eq!(done, 1, "crashes {a_crash}/{b_crash}: {a:?} {b:?} {t:?}");
+            assert!(t.intents.is_empty(), "crashes {a_crash}/{b_crash}: {t:?}");
+        }
+    }
+}
+
+/// A bucket that existed before the claim (empty, unmarked): refused
+/// for an exact name, and no intent is written for it, so neither a
+/// retry nor the claim's deletion touches it. Left by a version without
+/// intents for a generated name: taken over, or deleted with the claim.
+#[test]
+fn an_existing_unmarked_bucket_needs_an_intent_or_a_generated_name() {
+    let mut t = Table::default();
+    t.buckets.insert("b".into(), (None, 0));
+    let before = t.clone();
+    assert_eq!(
+        t.provision("b", UID, false, None),
+        Outcome::Refused(Refusal::Unclaimed)
+    );
+    assert_eq!(t, before, "nothing written");
+    assert_eq!(
+        t.provision("b", UID, false, None),
+        Outcome::Refused(Refusal::Unclaimed)
+    );
+    assert_eq!(
+        t.delete("b", UID, false, None),
+        Outcome::Kept(Kept::Unmarked)
+    );
+    assert_eq!(t, before, "kept");
+
+    assert_eq!(t.provision("b", UID, true, None), Outcome::Done);
+    assert_eq!(t.found("b"), marked(UID));
+    let mut d = before.clone();
+    assert_eq!(d.delete("b", UID, true, None), Outcome::Done);
+    assert_eq!(d, Table::default());
+
+    // Holding data: never, even for a generated name.
+    let mut t = Table::default();
+    t.buckets.insert("b".into(), (None, 3));
+    assert_eq!(
+        t.provision("b", UID, true, None),
+        Outcome::Refused(Refusal::UnmarkedWithData)
+    );
+    assert_eq!(
+        t.delete("b", UID, true, None),
+        Outcome::Kept(Kept::Unmarked)
+    );
+}
