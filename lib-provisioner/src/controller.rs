@@ -31,26 +31,22 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use futures::future::{BoxFuture, FutureExt};
-use futures::stream::{BoxStream, StreamExt};
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use k8s_openapi::api::storage::v1::StorageClass;
-use kube::core::PartialObjectMeta;
-use kube::runtime::controller::Controller;
+use kube::Client;
 use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Api, Client};
+use kube::runtime::reflector::{ObjectRef, Store};
 use tokio::sync::watch;
-use tracing::{error, info, warn};
+use tracing::error;
 
-use crate::api::{ClaimPhase, ObjectBucket, ObjectBucketClaim, PROVISIONER_LABEL};
-use crate::error::{Result, RunError};
+use crate::api::{ObjectBucket, ObjectBucketClaim};
+use crate::error::RunError;
 use crate::leader::{Elector, LeaderElection, Leadership};
 use crate::metrics::Metrics;
 use crate::names;
 use crate::provisioner::Provisioner;
-use crate::reconcile::{self, Backoffs, ChildStores, Context, bucket, claim};
+use crate::reconcile::{Backoffs, ChildStores, Context};
 use crate::server::Health;
+
+mod wiring;
 
 /// Which namespaces' claims to serve.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -233,245 +229,61 @@ impl<P: Provisioner> ControllerBuilder<P> {
         leadership: Option<Arc<Leadership>>,
     ) -> impl Future<Output = ()> + Send + 'static {
         let label = names::provisioner_label_value(&self.provisioner_name);
-        let selector = format!("{PROVISIONER_LABEL}={label}");
-        let wc = watcher::Config::default().any_semantic();
-
-        // Cluster-scoped caches, shared by every claim controller.
-        // Subscriptions are taken before the writers move into their feeds.
-        let scope_count = match &self.scope {
-            WatchScope::All => 1,
-            WatchScope::Namespaces(list) => list.len(),
-        };
-        let (classes, class_writer) = reflector::store_shared::<StorageClass>(256);
-        let mut class_subscriptions: Vec<_> = (0..scope_count)
-            .filter_map(|_| class_writer.subscribe())
-            .collect();
-        let class_feed = watcher(Api::<StorageClass>::all(client.clone()), wc.clone())
-            .default_backoff()
-            .modify(strip_managed_fields)
-            .reflect_shared(class_writer);
-        let (buckets, bucket_writer) = reflector::store_shared::<ObjectBucket>(1024);
-        let mut bucket_subscriptions: Vec<_> = (0..=scope_count)
-            .filter_map(|_| bucket_writer.subscribe())
-            .collect();
-        let bucket_feed = watcher(Api::<ObjectBucket>::all(client.clone()), wc.clone())
-            .default_backoff()
-            .modify(strip_managed_fields)
-            .reflect_shared(bucket_writer);
-
-        // Per-namespace (or all-namespace) caches of claims and children.
         let namespaces: Vec<Option<String>> = match &self.scope {
             WatchScope::All => vec![None],
             WatchScope::Namespaces(list) => list.iter().cloned().map(Some).collect(),
         };
-        struct Scope {
-            namespace: Option<String>,
-            claims: Store<ObjectBucketClaim>,
-            claim_feed: BoxStream<'static, Result<ObjectBucketClaim, watcher::Error>>,
-            secret_feed: BoxStream<'static, Result<PartialObjectMeta<Secret>, watcher::Error>>,
-            config_map_feed:
-                BoxStream<'static, Result<PartialObjectMeta<ConfigMap>, watcher::Error>>,
-        }
+        let mut shared = wiring::SharedCaches::new(&client, namespaces.len());
         let (claim_deletions_tx, claim_deletions) =
             tokio::sync::mpsc::unbounded_channel::<ObjectRef<ObjectBucket>>();
-        let mut scopes = Vec::new();
-        let mut secret_stores = Vec::new();
-        let mut config_map_stores = Vec::new();
-        let child_wc = wc.clone().labels(&selector);
-        for namespace in namespaces {
-            fn api<K>(client: &Client, ns: &Option<String>) -> Api<K>
-            where
-                K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
-            {
-                match ns {
-                    Some(ns) => Api::namespaced(client.clone(), ns),
-                    None => Api::all(client.clone()),
-                }
-            }
-            let (claims, claim_writer) = reflector::store();
-            // The ObjectBucket reconciler learns of deleted claims from this
-            // same stream, after the claim cache has dropped them: a second
-            // watch could report a deletion the cache has not seen yet.
-            let deleted = claim_deletions_tx.clone();
-            let claim_feed = reflector::reflector(
-                claim_writer,
-                watcher(api::<ObjectBucketClaim>(&client, &namespace), wc.clone())
-                    .modify(strip_managed_fields),
-            )
-            .default_backoff()
-            .inspect(move |event| {
-                if let Ok(watcher::Event::Delete(claim)) = event
-                    && let (Some(ns), Some(name)) =
-                        (&claim.metadata.namespace, &claim.metadata.name)
-                {
-                    let _ = deleted.send(ObjectRef::new(&names::object_bucket_name(ns, name)));
-                }
-            })
-            .touched_objects()
-            .boxed();
-            let (secrets, secret_writer) = reflector::store();
-            let secret_feed = reflector::reflector(
-                secret_writer,
-                watcher(
-                    api::<PartialObjectMeta<Secret>>(&client, &namespace),
-                    child_wc.clone(),
-                )
-                .modify(strip_managed_fields),
-            )
-            .default_backoff()
-            .touched_objects()
-            .boxed();
-            let (config_maps, config_map_writer) = reflector::store();
-            let config_map_feed = reflector::reflector(
-                config_map_writer,
-                watcher(
-                    api::<PartialObjectMeta<ConfigMap>>(&client, &namespace),
-                    child_wc.clone(),
-                )
-                .modify(strip_managed_fields),
-            )
-            .default_backoff()
-            .touched_objects()
-            .boxed();
-            secret_stores.push(secrets);
-            config_map_stores.push(config_maps);
-            scopes.push(Scope {
-                namespace,
-                claims,
-                claim_feed,
-                secret_feed,
-                config_map_feed,
-            });
-        }
+        let scopes: Vec<wiring::Scope> = namespaces
+            .into_iter()
+            .map(|ns| wiring::Scope::new(&client, ns, &label, claim_deletions_tx.clone()))
+            .collect();
+        drop(claim_deletions_tx);
         let claim_stores: Vec<Store<ObjectBucketClaim>> =
             scopes.iter().map(|s| s.claims.clone()).collect();
-        drop(claim_deletions_tx);
         metrics.watch_claims(claim_stores.clone());
 
-        let reporter = Reporter {
-            controller: label.clone(),
-            instance: std::env::var("POD_NAME").ok(),
-        };
         let (synced_tx, synced_rx) = watch::channel(false);
-        let ctx = Arc::new(Context {
-            recorder: Recorder::new(client.clone(), reporter),
-            client,
-            provisioner: Arc::new(self.provisioner),
-            provisioner_name: self.provisioner_name,
-            label,
-            classes: classes.clone(),
-            buckets: buckets.clone(),
-            claims: claim_stores.clone(),
-            secrets: ChildStores(secret_stores),
-            config_maps: ChildStores(config_map_stores),
-            metrics,
-            backoff: Backoffs::new(self.backoff.0, self.backoff.1),
-            resync: self.resync,
-            provisioner_timeout: self.provisioner_timeout,
-            caches_synced: synced_rx,
-            pruned_binds: Default::default(),
-            leadership,
-            superseded: Default::default(),
-            superseded_buckets: Default::default(),
-            in_flight: Default::default(),
-        });
+        let concurrency = self.concurrency;
+        let ctx = self.context(
+            client, label, &shared, &scopes, metrics, synced_rx, leadership,
+        );
 
-        let stopped = |mut rx: watch::Receiver<bool>| async move {
-            let _ = rx.wait_for(|s| *s).await;
-        };
-        let controller_config =
-            kube::runtime::controller::Config::default().concurrency(self.concurrency);
+        let config = kube::runtime::controller::Config::default().concurrency(concurrency);
         let mut tasks: Vec<BoxFuture<'static, ()>> = Vec::new();
         for scope in scopes {
-            let in_scope = {
-                let ns = scope.namespace.clone();
-                move |claim_ns: &str| ns.as_deref().is_none_or(|n| n == claim_ns)
-            };
-            let Some(bucket_events) = bucket_subscriptions.pop() else {
-                error!("the ObjectBucket cache cannot be shared; this is a bug");
-                continue;
-            };
-            let Some(class_events) = class_subscriptions.pop() else {
-                error!("the StorageClass cache cannot be shared; this is a bug");
-                continue;
-            };
-            let claims_for_class = scope.claims.clone();
-            let ns_filter = in_scope.clone();
-            let controller = Controller::for_stream(scope.claim_feed, scope.claims)
-                .with_config(controller_config.clone())
-                .owns_stream(scope.secret_feed)
-                .owns_stream(scope.config_map_feed)
-                .watches_shared_stream(bucket_events, move |ob: Arc<ObjectBucket>| {
-                    ob.spec.claim_ref.as_ref().and_then(|r| {
-                        let (ns, name) = (r.namespace.as_deref()?, r.name.as_deref()?);
-                        ns_filter(ns).then(|| ObjectRef::new(name).within(ns))
-                    })
-                })
-                .watches_shared_stream(class_events, move |class: Arc<StorageClass>| {
-                    // A class appearing or changing can unblock waiting claims
-                    // and blocked deletions (a fixed parameter); bound claims do
-                    // not depend on it.
-                    let name = class.metadata.name.clone().unwrap_or_default();
-                    claims_for_class
-                        .state()
-                        .into_iter()
-                        .filter(|c| {
-                            c.spec.storage_class_name == name
-                                && (c.metadata.deletion_timestamp.is_some()
-                                    || c.status.as_ref().and_then(|s| s.phase)
-                                        != Some(ClaimPhase::Bound))
-                        })
-                        .map(|c| ObjectRef::from_obj(c.as_ref()))
-                        .collect::<Vec<_>>()
-                })
-                .graceful_shutdown_on(stopped(stop.clone()))
-                .run(claim::reconcile, reconcile::error_policy, ctx.clone())
-                .for_each(|result| async move {
-                    if let Err(e) = result {
-                        log_controller_error("claim", &e);
-                    }
-                });
-            tasks.push(controller.boxed());
-        }
-        if let Some(bucket_events) = bucket_subscriptions.pop() {
-            // A claim that disappears leaves its ObjectBucket unchanged; only
-            // the claim's deletion can tell the ObjectBucket reconciler to look.
-            let controller = Controller::for_shared_stream(bucket_events, buckets.clone())
-                .with_config(controller_config)
-                .reconcile_on(tokio_stream_of(claim_deletions));
-            let controller = controller
-                .graceful_shutdown_on(stopped(stop.clone()))
-                .run(bucket::reconcile, reconcile::error_policy, ctx.clone())
-                .for_each(|result| async move {
-                    if let Err(e) = result {
-                        log_controller_error("ObjectBucket", &e);
-                    }
-                });
-            tasks.push(controller.boxed());
-        }
-
-        let feeds = futures::stream::select(
-            class_feed.map(|r| r.map(|_| ())),
-            bucket_feed.map(|r| r.map(|_| ())),
-        )
-        .for_each(|r| async move {
-            if let Err(e) = r {
-                warn!(error = %e, "watch failed; retrying with backoff");
+            match shared.subscribe() {
+                Some((buckets, classes)) => tasks.push(wiring::claim_controller(
+                    scope,
+                    buckets,
+                    classes,
+                    ctx.clone(),
+                    config.clone(),
+                    stop.clone(),
+                )),
+                None => error!("the shared caches cannot be subscribed to; this is a bug"),
             }
-        });
-        let ready = {
-            let (classes, buckets) = (classes, buckets);
-            async move {
-                let _ = classes.wait_until_ready().await;
-                let _ = buckets.wait_until_ready().await;
-                for store in &claim_stores {
-                    let _ = store.wait_until_ready().await;
-                }
-                info!("caches are synced; reconciling");
-                let _ = synced_tx.send(true);
-                health.ready.store(true, Ordering::Relaxed);
-            }
-        };
+        }
+        if let Some(bucket_events) = shared.bucket_subscriptions.pop() {
+            tasks.push(wiring::bucket_controller(
+                bucket_events,
+                shared.buckets.clone(),
+                claim_deletions,
+                ctx.clone(),
+                config,
+                stop.clone(),
+            ));
+        }
+        let ready = wiring::signal_ready(
+            shared.classes.clone(),
+            shared.buckets.clone(),
+            claim_stores,
+            synced_tx,
+            health,
+        );
+        let feeds = shared.feeds;
         let mut stop_feeds = stop;
         async move {
             tokio::join!(
@@ -486,35 +298,49 @@ impl<P: Provisioner> ControllerBuilder<P> {
             );
         }
     }
-}
 
-/// The caches never read managedFields, and they are most of each cached
-/// object's memory (server-side field tracking, decoded as JSON trees).
-fn strip_managed_fields<K: kube::Resource>(object: &mut K) {
-    object.meta_mut().managed_fields = None;
-}
-
-fn tokio_stream_of<T: Send + 'static>(
-    mut rx: tokio::sync::mpsc::UnboundedReceiver<T>,
-) -> impl futures::Stream<Item = T> + Send + 'static {
-    futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
-}
-
-fn log_controller_error<R, Q>(what: &str, e: &kube::runtime::controller::Error<R, Q>)
-where
-    R: std::error::Error + 'static,
-    Q: std::error::Error + 'static,
-{
-    use kube::runtime::controller::Error as E;
-    match e {
-        // Already on the object (status, events) and in metrics.
-        E::ReconcilerFailed(err, obj) => {
-            tracing::debug!(controller = what, object = %obj, error = %err, "reconcile failed")
-        }
-        // Deleted between the trigger and the reconcile: nothing to do.
-        E::ObjectNotFound(obj) => {
-            tracing::debug!(controller = what, object = %obj, "object is gone")
-        }
-        other => warn!(controller = what, error = %other, "controller error"),
+    /// What every reconcile reads: the client, the provisioner, the caches,
+    /// the settings.
+    #[allow(clippy::too_many_arguments)]
+    fn context(
+        self,
+        client: Client,
+        label: String,
+        shared: &wiring::SharedCaches,
+        scopes: &[wiring::Scope],
+        metrics: Arc<Metrics>,
+        caches_synced: watch::Receiver<bool>,
+        leadership: Option<Arc<Leadership>>,
+    ) -> Arc<Context<P>> {
+        let reporter = Reporter {
+            controller: label.clone(),
+            instance: std::env::var("POD_NAME").ok(),
+        };
+        let (secrets, config_maps) = scopes
+            .iter()
+            .map(|s| (s.secrets.clone(), s.config_maps.clone()))
+            .unzip();
+        Arc::new(Context {
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+            provisioner: Arc::new(self.provisioner),
+            provisioner_name: self.provisioner_name,
+            label,
+            classes: shared.classes.clone(),
+            buckets: shared.buckets.clone(),
+            claims: scopes.iter().map(|s| s.claims.clone()).collect(),
+            secrets: ChildStores(secrets),
+            config_maps: ChildStores(config_maps),
+            metrics,
+            backoff: Backoffs::new(self.backoff.0, self.backoff.1),
+            resync: self.resync,
+            provisioner_timeout: self.provisioner_timeout,
+            caches_synced,
+            pruned_binds: Default::default(),
+            leadership,
+            superseded: Default::default(),
+            superseded_buckets: Default::default(),
+            in_flight: Default::default(),
+        })
     }
 }

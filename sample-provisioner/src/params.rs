@@ -124,6 +124,28 @@ impl ClassParams {
 }
 
 fn parse(parameters: &BTreeMap<String, String>) -> Result<ClassParams, String> {
+    check_keys(parameters)?;
+    let endpoint = match parameters.get(ENDPOINT).map(|v| v.trim()) {
+        None | Some("") => {
+            return Err(format!(
+                "parameter {ENDPOINT} is missing: set it to the URL of the S3 API, such as https://s3.example.com or http://minio.storage:9000"
+            ));
+        }
+        Some(raw) => parse_endpoint(raw)?,
+    };
+    Ok(ClassParams {
+        endpoint,
+        region: region(parameters)?,
+        admin_secret: admin_secret(parameters)?,
+        force_delete: force_delete(parameters)?,
+        credentials_mode: access::credentials_mode(parameters)?,
+        access: access::class_access(parameters)?,
+        ownership: ownership(parameters)?,
+    })
+}
+
+/// Refuses an empty class, inline credentials and unknown parameters.
+fn check_keys(parameters: &BTreeMap<String, String>) -> Result<(), String> {
     if parameters.is_empty() {
         return Err(format!(
             "has no parameters (it may have been deleted): it needs at least {ENDPOINT}, {ADMIN_SECRET_NAME} and {ADMIN_SECRET_NAMESPACE}; recreate the StorageClass with the parameters it had"
@@ -143,18 +165,12 @@ fn parse(parameters: &BTreeMap<String, String>) -> Result<ClassParams, String> {
             KNOWN.join(", ")
         ));
     }
+    Ok(())
+}
 
-    let endpoint = match parameters.get(ENDPOINT).map(|v| v.trim()) {
-        None | Some("") => {
-            return Err(format!(
-                "parameter {ENDPOINT} is missing: set it to the URL of the S3 API, such as https://s3.example.com or http://minio.storage:9000"
-            ));
-        }
-        Some(raw) => parse_endpoint(raw)?,
-    };
-
-    let region = match parameters.get(REGION).map(|v| v.trim()) {
-        None | Some("") => DEFAULT_REGION.to_owned(),
+fn region(parameters: &BTreeMap<String, String>) -> Result<String, String> {
+    match parameters.get(REGION).map(|v| v.trim()) {
+        None | Some("") => Ok(DEFAULT_REGION.to_owned()),
         Some(region) => {
             let ok = region.len() <= 64
                 && region
@@ -165,10 +181,12 @@ fn parse(parameters: &BTreeMap<String, String>) -> Result<ClassParams, String> {
                     "parameter {REGION} is {region:?}: use a region name of at most 64 letters, digits, '-', '_' or '.', such as {DEFAULT_REGION}, or leave it out for {DEFAULT_REGION}"
                 ));
             }
-            region.to_owned()
+            Ok(region.to_owned())
         }
-    };
+    }
+}
 
+fn admin_secret(parameters: &BTreeMap<String, String>) -> Result<SecretRef, String> {
     let name = required(
         parameters,
         ADMIN_SECRET_NAME,
@@ -189,41 +207,30 @@ fn parse(parameters: &BTreeMap<String, String>) -> Result<ClassParams, String> {
             "parameter {ADMIN_SECRET_NAMESPACE} is {namespace:?}, which is not a valid namespace name: {why}"
         ));
     }
-
-    let force_delete = match parameters.get(FORCE_DELETE).map(String::as_str) {
-        None | Some("") | Some("false") => false,
-        Some("true") => true,
-        Some(other) => {
-            return Err(format!(
-                "parameter {FORCE_DELETE} is {other:?}: set it to \"true\" (deleting a claim deletes its bucket's objects) or \"false\" (the default: a bucket that is not empty is kept and the deletion waits)"
-            ));
-        }
-    };
-
-    let credentials_mode = access::credentials_mode(parameters)?;
-    let access = access::class_access(parameters)?;
-    let ownership = match parameters.get(OWNERSHIP).map(|v| v.trim()) {
-        None | Some("") | Some("tags") => Ownership::Tags,
-        Some("marker") => Ownership::Marker,
-        Some(other) => {
-            return Err(format!(
-                "parameter {OWNERSHIP} is {other:?}: set it to \"tags\" (the default: the bucket's owner is a bucket tag) or \"marker\" (an object .obc-owner in the bucket and a state bucket, for stores without bucket tagging)"
-            ));
-        }
-    };
-
-    Ok(ClassParams {
-        endpoint,
-        region,
-        admin_secret: SecretRef {
-            namespace: namespace.to_owned(),
-            name: name.to_owned(),
-        },
-        force_delete,
-        credentials_mode,
-        access,
-        ownership,
+    Ok(SecretRef {
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
     })
+}
+
+fn force_delete(parameters: &BTreeMap<String, String>) -> Result<bool, String> {
+    match parameters.get(FORCE_DELETE).map(String::as_str) {
+        None | Some("") | Some("false") => Ok(false),
+        Some("true") => Ok(true),
+        Some(other) => Err(format!(
+            "parameter {FORCE_DELETE} is {other:?}: set it to \"true\" (deleting a claim deletes its bucket's objects) or \"false\" (the default: a bucket that is not empty is kept and the deletion waits)"
+        )),
+    }
+}
+
+fn ownership(parameters: &BTreeMap<String, String>) -> Result<Ownership, String> {
+    match parameters.get(OWNERSHIP).map(|v| v.trim()) {
+        None | Some("") | Some("tags") => Ok(Ownership::Tags),
+        Some("marker") => Ok(Ownership::Marker),
+        Some(other) => Err(format!(
+            "parameter {OWNERSHIP} is {other:?}: set it to \"tags\" (the default: the bucket's owner is a bucket tag) or \"marker\" (an object .obc-owner in the bucket and a state bucket, for stores without bucket tagging)"
+        )),
+    }
 }
 
 fn required<'a>(
@@ -328,202 +335,5 @@ fn check_dns_name(name: &str, max: usize, dots: bool) -> Result<(), String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn params(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect()
-    }
-
-    fn base() -> Vec<(&'static str, &'static str)> {
-        vec![
-            (ENDPOINT, "http://minio.storage:9000"),
-            (ADMIN_SECRET_NAME, "s3-admin"),
-            (ADMIN_SECRET_NAMESPACE, "obc-system"),
-        ]
-    }
-
-    fn err(pairs: &[(&str, &str)]) -> String {
-        match ClassParams::parse("s3", &params(pairs)) {
-            Ok(p) => panic!("expected an error, got {p:?}"),
-            Err(e) => {
-                assert!(!e.is_retryable(), "parameter errors are permanent: {e:?}");
-                e.to_string()
-            }
-        }
-    }
-
-    fn with(extra: &[(&'static str, &'static str)]) -> Vec<(&'static str, &'static str)> {
-        let mut v = base();
-        for (k, val) in extra {
-            v.retain(|(key, _)| key != k);
-            v.push((k, val));
-        }
-        v
-    }
-
-    #[test]
-    fn minimal_class_gets_defaults() {
-        let p = ClassParams::parse("s3", &params(&base())).expect("valid");
-        assert_eq!(
-            p,
-            ClassParams {
-                endpoint: StoreEndpoint {
-                    url: "http://minio.storage:9000".into(),
-                    host: "minio.storage".into(),
-                    port: 9000,
-                    tls: false,
-                },
-                region: DEFAULT_REGION.into(),
-                admin_secret: SecretRef {
-                    namespace: "obc-system".into(),
-                    name: "s3-admin".into()
-                },
-                force_delete: false,
-                credentials_mode: access::PER_CLAIM_MODE,
-                access: Access::ReadWrite,
-                ownership: Ownership::Tags,
-            }
-        );
-    }
-
-    #[test]
-    fn full_class() {
-        let p = ClassParams::parse(
-            "s3",
-            &params(&with(&[
-                (ENDPOINT, "https://s3.example.com/"),
-                (REGION, "eu-west-1"),
-                (FORCE_DELETE, "true"),
-                (BROWNFIELD_BUCKET_PARAMETER, "shared"),
-                (access::CREDENTIALS_MODE, "shared-admin"),
-                (access::ACCESS_MODE, "read-only"),
-                (OWNERSHIP, "marker"),
-            ])),
-        )
-        .expect("valid");
-        assert_eq!(p.credentials_mode, access::SHARED_ADMIN_MODE);
-        assert_eq!(p.access, Access::ReadOnly);
-        assert_eq!(p.ownership, Ownership::Marker);
-        assert_eq!(p.endpoint.url, "https://s3.example.com");
-        assert_eq!(
-            (p.endpoint.host.as_str(), p.endpoint.port, p.endpoint.tls),
-            ("s3.example.com", 443, true)
-        );
-        assert_eq!(p.region, "eu-west-1");
-        assert!(p.force_delete);
-    }
-
-    #[test]
-    fn default_ports_and_ipv6() {
-        let e = parse_endpoint("http://10.0.0.1").expect("valid");
-        assert_eq!((e.host.as_str(), e.port), ("10.0.0.1", 80));
-        let e = parse_endpoint("https://[::1]:8443").expect("valid");
-        assert_eq!((e.host.as_str(), e.port, e.tls), ("[::1]", 8443, true));
-    }
-
-    #[test]
-    fn endpoint_is_required_and_must_be_http_or_https() {
-        let missing: Vec<_> = base().into_iter().filter(|(k, _)| *k != ENDPOINT).collect();
-        let e = err(&missing);
-        assert!(e.contains("parameter endpoint is missing"), "{e}");
-        assert!(e.contains("StorageClass \"s3\""), "{e}");
-        assert!(err(&with(&[(ENDPOINT, "  ")])).contains("missing"));
-        let e = err(&with(&[(ENDPOINT, "ftp://s3.example.com")]));
-        assert!(
-            e.contains("scheme \"ftp\"") && e.contains("http and https"),
-            "{e}"
-        );
-        assert!(err(&with(&[(ENDPOINT, "s3.example.com:9000")])).contains("endpoint"));
-        assert!(err(&with(&[(ENDPOINT, "not a url")])).contains("not a URL"));
-        assert!(err(&with(&[(ENDPOINT, "http://s3.example.com/bucket")])).contains("has a path"));
-        assert!(err(&with(&[(ENDPOINT, "http://s3.example.com/?x=1")])).contains("query"));
-    }
-
-    #[test]
-    fn endpoint_with_userinfo_is_refused_without_echoing_it() {
-        let e = err(&with(&[(ENDPOINT, "http://AKID:topsecret@s3.example.com")]));
-        assert!(e.contains("user name or password"), "{e}");
-        assert!(!e.contains("topsecret"), "{e}");
-    }
-
-    #[test]
-    fn admin_secret_is_required_and_checked() {
-        let no_name: Vec<_> = base()
-            .into_iter()
-            .filter(|(k, _)| *k != ADMIN_SECRET_NAME)
-            .collect();
-        assert!(err(&no_name).contains("parameter adminSecretName is missing"));
-        let no_ns: Vec<_> = base()
-            .into_iter()
-            .filter(|(k, _)| *k != ADMIN_SECRET_NAMESPACE)
-            .collect();
-        assert!(err(&no_ns).contains("parameter adminSecretNamespace is missing"));
-        assert!(err(&with(&[(ADMIN_SECRET_NAME, "S3_Admin")])).contains("not a valid Secret name"));
-        assert!(
-            err(&with(&[(ADMIN_SECRET_NAMESPACE, "obc.system")])).contains("not a valid namespace")
-        );
-        let p = ClassParams::parse("s3", &params(&with(&[(ADMIN_SECRET_NAME, "s3.admin")])))
-            .expect("dots are fine");
-        assert_eq!(p.admin_secret.to_string(), "obc-system/s3.admin");
-    }
-
-    #[test]
-    fn inline_credentials_are_refused() {
-        for key in [
-            "accessKey",
-            "secretKey",
-            "AWS_SECRET_ACCESS_KEY",
-            "access_key_id",
-            "password",
-            "secret-key",
-        ] {
-            let e = err(&with(&[(key, "x")]));
-            assert!(
-                e.contains("inline credential") && e.contains(key),
-                "{key}: {e}"
-            );
-            assert!(e.contains(ADMIN_SECRET_NAME), "says how to fix it: {e}");
-        }
-        assert!(!looks_like_inline_credential(ADMIN_SECRET_NAME));
-        assert!(!looks_like_inline_credential(ADMIN_SECRET_NAMESPACE));
-    }
-
-    #[test]
-    fn unknown_parameters_are_refused() {
-        let e = err(&with(&[("forcedelete", "true")]));
-        assert!(
-            e.contains("unknown parameter forcedelete") && e.contains(FORCE_DELETE),
-            "{e}"
-        );
-    }
-
-    #[test]
-    fn force_delete_is_true_or_false() {
-        let p =
-            ClassParams::parse("s3", &params(&with(&[(FORCE_DELETE, "false")]))).expect("valid");
-        assert!(!p.force_delete);
-        for bad in ["yes", "True", "1"] {
-            let e = err(&with(&[(FORCE_DELETE, bad)]));
-            assert!(
-                e.contains("parameter forceDelete") && e.contains("\"true\""),
-                "{e}"
-            );
-        }
-    }
-
-    #[test]
-    fn region_is_checked() {
-        assert!(err(&with(&[(REGION, "eu west")])).contains("parameter region"));
-        let p = ClassParams::parse("s3", &params(&with(&[(REGION, "")]))).expect("valid");
-        assert_eq!(p.region, DEFAULT_REGION);
-    }
-
-    #[test]
-    fn empty_parameters_say_the_class_may_be_gone() {
-        assert!(err(&[]).contains("no parameters"));
-    }
-}
+#[path = "params_tests.rs"]
+mod tests;

@@ -8,16 +8,32 @@
 //! that stops the pass. After a crash the same observation leads to the same
 //! step, which is what makes every step safe to repeat.
 
+//!
+//! The decisions are split by question: [`names`] (which bucket, which
+//! ObjectBucket), [`teardown`] (what a deletion does), [`meta`] (reading
+//! finalizers, labels, annotations and owners). This file holds the state
+//! and the order of the steps of a live claim.
+
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::api::{
-    BROWNFIELD_BUCKET_PARAMETER, BUCKET_ORIGIN_ANNOTATION, BucketOrigin, BucketPhase, ClaimPhase,
-    FINALIZER, GENERATED_NAME_ANNOTATION, ObjectBucket, ObjectBucketClaim, PROVISIONER_LABEL,
+    BUCKET_ORIGIN_ANNOTATION, BucketOrigin, BucketPhase, ObjectBucket, ObjectBucketClaim,
     ReclaimPolicy,
 };
-use crate::names;
 use crate::provisioner::BucketAccess;
+
+mod meta;
+mod names;
+mod teardown;
+
+pub(crate) use meta::{
+    annotation, claim_ref_matches, fixed_bucket_name, has_finalizer, has_label, owned_by,
+};
+use meta::{child_is_adopted, claim_status_is_bound};
+use names::brownfield_bucket;
+pub(crate) use names::{bucket_name, object_bucket_name};
+pub(crate) use teardown::{class_parameters, is_reserved, teardown_plan};
 
 /// What the StorageClass lookup found.
 #[derive(Clone, Debug)]
@@ -211,83 +227,39 @@ impl Step {
 /// The next step for a claim.
 pub(crate) fn next_step(o: &Observed) -> Step {
     if o.claim.metadata.deletion_timestamp.is_some() {
-        return next_deletion_step(o);
+        return teardown::next_deletion_step(o);
     }
-    let class = match &o.class {
-        ClassState::Foreign => return Step::Ignore,
-        ClassState::Ours(class) => Some(class.as_ref()),
-        // A claim we bound keeps working if its class is deleted: everything
-        // needed is in the ObjectBucket.
-        _ if bound_here(o) => None,
-        ClassState::Unnamed => {
-            return Step::Reject(Problem::new(
-                "MissingStorageClass",
-                "spec.storageClassName is empty: set it to a StorageClass whose provisioner serves buckets",
-            ));
-        }
-        ClassState::NotFound(name) => {
-            return Step::Wait(Problem::new(
-                "StorageClassNotFound",
-                format!(
-                    "StorageClass {name:?} does not exist: create it, or set spec.storageClassName to an existing class; the claim is retried when it appears"
-                ),
-            ));
-        }
-    };
+    match validate(o) {
+        Ok(valid) => live_step(o, valid),
+        Err(step) => step,
+    }
+}
 
-    let ob_name = object_bucket_name(&o.claim);
+/// What a valid live claim resolves to.
+struct Valid<'a> {
+    /// `None` for a bound claim whose class is gone.
+    class: Option<&'a StorageClass>,
+    origin: BucketOrigin,
+    name: BucketName,
+    reclaim_policy: ReclaimPolicy,
+}
+
+/// Checks a live claim, in the order a user fixes things: its class, its
+/// ObjectBucket, its bucket name, its reclaim policy, then name conflicts.
+/// `Err` is the step that shows the problem (or ignores the claim).
+fn validate(o: &Observed) -> Result<Valid<'_>, Step> {
+    let class = class_of(o)?;
     if let Some(ob) = &o.ob {
-        if !claim_ref_matches(ob, &o.claim) {
-            return Step::Reject(Problem::new(
-                "ObjectBucketTaken",
-                format!(
-                    "ObjectBucket {ob_name} is bound to an earlier claim with this name{}: delete that ObjectBucket (a retained bucket is kept in the store) or give the claim another name",
-                    released_note(ob)
-                ),
-            ));
-        }
-        if ob.metadata.deletion_timestamp.is_some() {
-            return Step::Wait(Problem::new(
-                "ObjectBucketDeleting",
-                format!(
-                    "ObjectBucket {ob_name} is being deleted while its claim exists; it stays until the claim is deleted. Delete the claim to release the bucket"
-                ),
-            ));
-        }
+        check_object_bucket(o, ob)?;
     }
-
-    let origin = match origin(o, class) {
-        Ok(origin) => origin,
-        Err(problem) => return Step::Reject(problem),
-    };
-    let name = match bucket_name(o, class, origin) {
-        Ok(name) => name,
-        Err(problem) => return Step::Reject(problem),
-    };
-    let reclaim_policy = match class {
-        Some(class) => match ReclaimPolicy::from_class(class.reclaim_policy.as_deref()) {
-            Ok(policy) => policy,
-            Err(message) => {
-                return Step::Reject(Problem::new(
-                    "InvalidReclaimPolicy",
-                    format!(
-                        "StorageClass {}: {message}",
-                        class.metadata.name.as_deref().unwrap_or_default()
-                    ),
-                ));
-            }
-        },
-        None => {
-            o.ob.as_ref()
-                .map(|ob| ob.spec.reclaim_policy)
-                .unwrap_or_default()
-        }
-    };
+    let origin = origin(o, class);
+    let name = bucket_name(o, class, origin).map_err(Step::Reject)?;
+    let reclaim_policy = reclaim_policy(o, class).map_err(Step::Reject)?;
     if let Some(holder) = &o.name_holder
         && origin == BucketOrigin::Greenfield
         && o.ob.is_none()
     {
-        return Step::Reject(Problem::new(
+        return Err(Step::Reject(Problem::new(
             "BucketNameTaken",
             format!(
                 "bucket {:?} is already claimed by {holder}: choose another spec.bucketName, or use spec.generateBucketName",
@@ -295,14 +267,89 @@ pub(crate) fn next_step(o: &Observed) -> Step {
                     BucketName::Known(n) | BucketName::Generate(n) => n,
                 }
             ),
-        ));
+        )));
     }
     if let Some(problem) = child_conflict(o) {
-        return Step::Reject(problem);
+        return Err(Step::Reject(problem));
     }
+    Ok(Valid {
+        class,
+        origin,
+        name,
+        reclaim_policy,
+    })
+}
 
+/// The claim's class, `None` when a bound claim's class is gone (everything
+/// needed is in the ObjectBucket), or the step that reports it.
+fn class_of(o: &Observed) -> Result<Option<&StorageClass>, Step> {
+    match &o.class {
+        ClassState::Foreign => Err(Step::Ignore),
+        ClassState::Ours(class) => Ok(Some(class.as_ref())),
+        _ if bound_here(o) => Ok(None),
+        ClassState::Unnamed => Err(Step::Reject(Problem::new(
+            "MissingStorageClass",
+            "spec.storageClassName is empty: set it to a StorageClass whose provisioner serves buckets",
+        ))),
+        ClassState::NotFound(name) => Err(Step::Wait(Problem::new(
+            "StorageClassNotFound",
+            format!(
+                "StorageClass {name:?} does not exist: create it, or set spec.storageClassName to an existing class; the claim is retried when it appears"
+            ),
+        ))),
+    }
+}
+
+/// The ObjectBucket of the claim's name belongs to another claim (rejected),
+/// or is being deleted (waited for).
+fn check_object_bucket(o: &Observed, ob: &ObjectBucket) -> Result<(), Step> {
+    let ob_name = object_bucket_name(&o.claim);
+    if !claim_ref_matches(ob, &o.claim) {
+        return Err(Step::Reject(Problem::new(
+            "ObjectBucketTaken",
+            format!(
+                "ObjectBucket {ob_name} is bound to an earlier claim with this name{}: delete that ObjectBucket (a retained bucket is kept in the store) or give the claim another name",
+                released_note(ob)
+            ),
+        )));
+    }
+    if ob.metadata.deletion_timestamp.is_some() {
+        return Err(Step::Wait(Problem::new(
+            "ObjectBucketDeleting",
+            format!(
+                "ObjectBucket {ob_name} is being deleted while its claim exists; it stays until the claim is deleted. Delete the claim to release the bucket"
+            ),
+        )));
+    }
+    Ok(())
+}
+
+/// The class's reclaim policy; a bound claim whose class is gone keeps the
+/// one its ObjectBucket recorded.
+fn reclaim_policy(o: &Observed, class: Option<&StorageClass>) -> Result<ReclaimPolicy, Problem> {
+    let Some(class) = class else {
+        return Ok(o
+            .ob
+            .as_ref()
+            .map(|ob| ob.spec.reclaim_policy)
+            .unwrap_or_default());
+    };
+    ReclaimPolicy::from_class(class.reclaim_policy.as_deref()).map_err(|message| {
+        Problem::new(
+            "InvalidReclaimPolicy",
+            format!(
+                "StorageClass {}: {message}",
+                class.metadata.name.as_deref().unwrap_or_default()
+            ),
+        )
+    })
+}
+
+/// The steps of a valid live claim: protect it, get its bucket and
+/// ObjectBucket, write its children, bind.
+fn live_step(o: &Observed, v: Valid<'_>) -> Step {
     // From here on the claim is valid and every write is ours.
-    let generate_from = match &name {
+    let generate_from = match &v.name {
         BucketName::Generate(prefix) => Some(prefix.clone()),
         BucketName::Known(_) => None,
     };
@@ -312,43 +359,38 @@ pub(crate) fn next_step(o: &Observed) -> Step {
     {
         return Step::PrepareClaim { generate_from };
     }
-    let BucketName::Known(bucket_name) = name else {
+    let BucketName::Known(bucket_name) = v.name else {
         // Unreachable: PrepareClaim persisted the generated name above.
         return Step::PrepareClaim { generate_from };
     };
-
+    let create = Step::CreateObjectBucket {
+        bucket_name: bucket_name.clone(),
+        origin: v.origin,
+        reclaim_policy: v.reclaim_policy,
+    };
     // In the pass that added the finalizer the ObjectBucket comes first,
     // reserved: should the claim vanish while the provisioner works (the
     // apiserver may still carry out a DELETE that raced the finalizer), the
     // ObjectBucket tells the ObjectBucket reconciler what to tear down. Later
     // passes (retries, restarts) find the race long settled.
-    let secret_missing = o.secret.is_none();
     if o.ob.is_none() && o.prepared_now {
-        return Step::CreateObjectBucket {
-            bucket_name,
-            origin,
-            reclaim_policy,
-        };
+        return create;
     }
     let reserved = o.ob.as_ref().is_some_and(is_reserved);
-    if o.access.is_none() && (o.ob.is_none() || reserved || secret_missing) {
+    if o.access.is_none() && (o.ob.is_none() || reserved || o.secret.is_none()) {
         return Step::ObtainAccess {
             bucket_name,
-            origin,
+            origin: v.origin,
         };
     }
     let Some(ob) = &o.ob else {
-        return Step::CreateObjectBucket {
-            bucket_name,
-            origin,
-            reclaim_policy,
-        };
+        return create;
     };
     // The origin is recorded only when the class tells it: a guess written
     // into the annotation would outlive the reason for it.
-    let record_origin = (class.is_some()
+    let record_origin = (v.class.is_some()
         && annotation(&ob.metadata, BUCKET_ORIGIN_ANNOTATION).is_none())
-    .then_some(origin);
+    .then_some(v.origin);
     if !has_finalizer(&ob.metadata) || !has_label(&ob.metadata, &o.label) || record_origin.is_some()
     {
         return Step::AdoptObjectBucket {
@@ -358,24 +400,36 @@ pub(crate) fn next_step(o: &Observed) -> Step {
     if reserved {
         return Step::CompleteObjectBucket;
     }
-    if secret_missing || (o.access.is_some() && !o.secret_synced) {
-        return Step::WriteSecret;
+    children_step(o).unwrap_or_else(|| binding_step(o, ob))
+}
+
+/// The Secret and ConfigMap: written when missing or when fresh access was
+/// obtained, adopted when another version wrote them.
+fn children_step(o: &Observed) -> Option<Step> {
+    if o.secret.is_none() || (o.access.is_some() && !o.secret_synced) {
+        return Some(Step::WriteSecret);
     }
     if o.secret
         .as_ref()
         .is_some_and(|s| !child_is_adopted(s, &o.label))
     {
-        return Step::AdoptSecret;
+        return Some(Step::AdoptSecret);
     }
     if o.config_map.is_none() || (o.access.is_some() && !o.config_map_synced) {
-        return Step::WriteConfigMap;
+        return Some(Step::WriteConfigMap);
     }
     if o.config_map
         .as_ref()
         .is_some_and(|c| !child_is_adopted(c, &o.label))
     {
-        return Step::AdoptConfigMap;
+        return Some(Step::AdoptConfigMap);
     }
+    None
+}
+
+/// The binding, recorded on the claim, then on both statuses.
+fn binding_step(o: &Observed, ob: &ObjectBucket) -> Step {
+    let ob_name = object_bucket_name(&o.claim);
     if !o.bind_pruned && o.claim.spec.object_bucket_name.as_deref() != Some(ob_name.as_str()) {
         return Step::BindClaim;
     }
@@ -386,102 +440,6 @@ pub(crate) fn next_step(o: &Observed) -> Step {
         return Step::MarkClaimBound;
     }
     Step::Done
-}
-
-/// The next step for a claim being deleted.
-fn next_deletion_step(o: &Observed) -> Step {
-    if !has_finalizer(&o.claim.metadata) {
-        return Step::Done;
-    }
-    let ours = has_label(&o.claim.metadata, &o.label)
-        || matches!(o.class, ClassState::Ours(_))
-        || o.ob
-            .as_ref()
-            .is_some_and(|ob| has_label(&ob.metadata, &o.label));
-    if !ours {
-        return Step::Ignore;
-    }
-    if let Some(ob) = o.ob.as_ref().filter(|ob| claim_ref_matches(ob, &o.claim)) {
-        let released = ob.status.as_ref().and_then(|s| s.phase) == Some(BucketPhase::Released);
-        if !released {
-            let plan = teardown_plan(ob, &o.class);
-            if !o.torn_down {
-                return Step::Teardown {
-                    delete_bucket: plan.delete_bucket,
-                };
-            }
-            return if plan.delete_object_bucket {
-                Step::DeleteObjectBucket
-            } else {
-                Step::ReleaseObjectBucket
-            };
-        }
-        if has_finalizer(&ob.metadata) {
-            return Step::ReleaseObjectBucket;
-        }
-    }
-    if o.ob.is_none() && !o.torn_down && !was_bound(&o.claim) {
-        // The pass that was provisioning may have died after the bucket was
-        // created and before its ObjectBucket was: tear down by name, so no
-        // bucket outlives its claim. The provisioner only deletes what it
-        // created for this claim. A claim that was bound had an ObjectBucket;
-        // if that is gone, its teardown already ran.
-        //
-        // Reclaim policy Retain keeps the bucket of a claim that was bound.
-        // This one never was, and nothing would record a kept bucket (there is
-        // no ObjectBucket), so a greenfield bucket is deleted under either
-        // policy rather than orphaned.
-        if let ClassState::Ours(class) = &o.class {
-            let origin = if brownfield_bucket(class).is_some() {
-                BucketOrigin::Brownfield
-            } else {
-                BucketOrigin::Greenfield
-            };
-            let named = origin == BucketOrigin::Brownfield || fixed_bucket_name(&o.claim).is_some();
-            if named {
-                return Step::Teardown {
-                    delete_bucket: origin == BucketOrigin::Greenfield,
-                };
-            }
-        }
-    }
-    if o.secret.as_ref().is_some_and(|s| owned_by(s, &o.claim)) {
-        return Step::ReleaseSecret;
-    }
-    if o.config_map.as_ref().is_some_and(|c| owned_by(c, &o.claim)) {
-        return Step::ReleaseConfigMap;
-    }
-    Step::RemoveClaimFinalizer
-}
-
-/// The ObjectBucket a claim binds to: the one it names, else `obc-<ns>-<name>`.
-pub(crate) fn object_bucket_name(claim: &ObjectBucketClaim) -> String {
-    claim
-        .spec
-        .object_bucket_name
-        .clone()
-        .filter(|n| !n.is_empty())
-        .unwrap_or_else(|| {
-            names::object_bucket_name(
-                claim.metadata.namespace.as_deref().unwrap_or_default(),
-                claim.metadata.name.as_deref().unwrap_or_default(),
-            )
-        })
-}
-
-/// Whether an ObjectBucket's `claimRef` points at this claim: by UID when
-/// both have one, else by namespace and name (older writers left no UID).
-pub(crate) fn claim_ref_matches(ob: &ObjectBucket, claim: &ObjectBucketClaim) -> bool {
-    let Some(r) = &ob.spec.claim_ref else {
-        return false;
-    };
-    if let (Some(a), Some(b)) = (r.uid.as_deref(), claim.metadata.uid.as_deref())
-        && !a.is_empty()
-        && !b.is_empty()
-    {
-        return a == b;
-    }
-    r.name == claim.metadata.name && r.namespace == claim.metadata.namespace
 }
 
 /// The claim has an ObjectBucket bound to it here already.
@@ -502,177 +460,19 @@ fn released_note(ob: &ObjectBucket) -> &'static str {
 }
 
 /// Greenfield or brownfield: what the ObjectBucket recorded, else the class.
-fn origin(o: &Observed, class: Option<&StorageClass>) -> Result<BucketOrigin, Problem> {
+fn origin(o: &Observed, class: Option<&StorageClass>) -> BucketOrigin {
     if let Some(origin) =
         o.ob.as_ref()
             .and_then(|ob| annotation(&ob.metadata, BUCKET_ORIGIN_ANNOTATION))
             .and_then(BucketOrigin::parse)
     {
-        return Ok(origin);
-    }
-    let Some(class) = class else {
-        return Ok(BucketOrigin::Brownfield);
-    };
-    Ok(match brownfield_bucket(class) {
-        Some(_) => BucketOrigin::Brownfield,
-        None => BucketOrigin::Greenfield,
-    })
-}
-
-/// Origin for teardown. When nothing recorded it and the class is gone,
-/// assume brownfield: revoking keeps data, deleting could not be undone.
-/// Whether the ObjectBucket is a reservation made before its bucket (see
-/// [`crate::api::RESERVED_ANNOTATION`]).
-/// How an ObjectBucket is torn down once its claim goes: the one decision
-/// both the claim's deletion and the orphan cleanup follow.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct TeardownPlan {
-    /// Delete the bucket (else only revoke the claim's access).
-    pub delete_bucket: bool,
-    /// Delete the ObjectBucket afterwards (else mark it Released, keep it).
-    pub delete_object_bucket: bool,
-}
-
-/// The teardown of `ob`, whose class is `class` (for ObjectBuckets that
-/// recorded no origin).
-pub(crate) fn teardown_plan(ob: &ObjectBucket, class: &ClassState) -> TeardownPlan {
-    // A reserved ObjectBucket was never bound: its claim never got
-    // credentials, so Retain has nothing to keep (an empty bucket at most),
-    // and the bucket goes with the reservation.
-    let delete_object_bucket = ob.spec.reclaim_policy == ReclaimPolicy::Delete || is_reserved(ob);
-    TeardownPlan {
-        delete_bucket: recorded_origin(ob, class) == BucketOrigin::Greenfield
-            && delete_object_bucket,
-        delete_object_bucket,
-    }
-}
-
-pub(crate) fn is_reserved(ob: &ObjectBucket) -> bool {
-    annotation(&ob.metadata, crate::api::RESERVED_ANNOTATION).is_some()
-}
-
-fn recorded_origin(ob: &ObjectBucket, class: &ClassState) -> BucketOrigin {
-    if let Some(origin) =
-        annotation(&ob.metadata, BUCKET_ORIGIN_ANNOTATION).and_then(BucketOrigin::parse)
-    {
         return origin;
     }
-    match class {
-        ClassState::Ours(class) if brownfield_bucket(class).is_none() => BucketOrigin::Greenfield,
-        _ => BucketOrigin::Brownfield,
+    match class.and_then(brownfield_bucket) {
+        Some(_) => BucketOrigin::Brownfield,
+        None if class.is_none() => BucketOrigin::Brownfield,
+        None => BucketOrigin::Greenfield,
     }
-}
-
-/// The class's parameters, or none when it is not ours (deleted, say).
-pub(crate) fn class_parameters(class: &ClassState) -> std::collections::BTreeMap<String, String> {
-    match class {
-        ClassState::Ours(class) => class.parameters.clone().unwrap_or_default(),
-        _ => Default::default(),
-    }
-}
-
-fn brownfield_bucket(class: &StorageClass) -> Option<&str> {
-    class
-        .parameters
-        .as_ref()
-        .and_then(|p| p.get(BROWNFIELD_BUCKET_PARAMETER))
-        .map(String::as_str)
-        .filter(|b| !b.is_empty())
-}
-
-/// Decides the bucket name, in the order that never yields a second bucket:
-/// an existing ObjectBucket, the class (brownfield), `spec.bucketName`, a
-/// name generated earlier, and only then a new generated name.
-pub(crate) fn bucket_name(
-    o: &Observed,
-    class: Option<&StorageClass>,
-    origin: BucketOrigin,
-) -> Result<BucketName, Problem> {
-    if let Some(name) = o.ob.as_ref().and_then(ObjectBucket::bucket_name) {
-        return Ok(BucketName::Known(name.to_owned()));
-    }
-    let spec = &o.claim.spec;
-    let exact = spec.bucket_name.as_deref().filter(|n| !n.is_empty());
-    let prefix = spec
-        .generate_bucket_name
-        .as_deref()
-        .filter(|n| !n.is_empty());
-
-    if origin == BucketOrigin::Brownfield {
-        let Some(existing) = class.and_then(brownfield_bucket) else {
-            return Err(Problem::new(
-                "ObjectBucketMissing",
-                "the claim's ObjectBucket is gone and its StorageClass no longer names a bucket: restore the ObjectBucket or recreate the claim",
-            ));
-        };
-        if let Some(exact) = exact.filter(|e| *e != existing) {
-            return Err(Problem::new(
-                "BucketNameMismatch",
-                format!(
-                    "StorageClass {:?} grants access to the existing bucket {existing:?}, but spec.bucketName asks for {exact:?}: remove spec.bucketName, or use a class without a bucketName parameter to create a new bucket",
-                    o.claim.spec.storage_class_name
-                ),
-            ));
-        }
-        return validated(existing, "StorageClass parameter bucketName");
-    }
-
-    let processed = has_finalizer(&o.claim.metadata) || was_bound(&o.claim);
-    match (exact, prefix) {
-        (None, None) => {
-            if let Some(generated) = annotation(&o.claim.metadata, GENERATED_NAME_ANNOTATION) {
-                return validated(generated, "the generated bucket name");
-            }
-            Err(Problem::new(
-                "MissingBucketName",
-                "set spec.generateBucketName (recommended: a prefix, a random suffix is added) or spec.bucketName (an exact name)",
-            ))
-        }
-        (Some(exact), Some(prefix)) => {
-            // Older versions wrote the generated name back into
-            // spec.bucketName: then it is the bucket's real name.
-            if names::looks_generated_from(prefix, exact) || processed {
-                validated(exact, "spec.bucketName")
-            } else {
-                Err(Problem::new(
-                    "AmbiguousBucketName",
-                    format!(
-                        "both spec.bucketName ({exact:?}) and spec.generateBucketName ({prefix:?}) are set: keep only one"
-                    ),
-                ))
-            }
-        }
-        (Some(exact), None) => validated(exact, "spec.bucketName"),
-        (None, Some(prefix)) => {
-            if let Some(generated) = annotation(&o.claim.metadata, GENERATED_NAME_ANNOTATION) {
-                return validated(generated, "the generated bucket name");
-            }
-            if was_bound(&o.claim) {
-                // The ObjectBucket was the only record of the generated name:
-                // generating another would create a second bucket.
-                return Err(Problem::new(
-                    "ObjectBucketMissing",
-                    format!(
-                        "the claim was bound but ObjectBucket {} is gone, and with it the generated bucket name: restore the ObjectBucket, or set spec.bucketName to the bucket's name",
-                        object_bucket_name(&o.claim)
-                    ),
-                ));
-            }
-            names::generate_bucket_name(prefix).map_err(|e| {
-                Problem::new(
-                    "InvalidBucketName",
-                    format!("{e}: fix spec.generateBucketName"),
-                )
-            })?;
-            Ok(BucketName::Generate(prefix.to_owned()))
-        }
-    }
-}
-
-fn validated(name: &str, source: &str) -> Result<BucketName, Problem> {
-    names::validate_bucket_name(name)
-        .map_err(|e| Problem::new("InvalidBucketName", format!("{source}: {e}")))?;
-    Ok(BucketName::Known(name.to_owned()))
 }
 
 /// A Secret or ConfigMap of the claim's name that belongs to someone else.
@@ -691,70 +491,6 @@ fn child_conflict(o: &Observed) -> Option<Problem> {
         }
     }
     None
-}
-
-/// Whether a child names the claim as its owner.
-pub(crate) fn owned_by(meta: &ObjectMeta, claim: &ObjectBucketClaim) -> bool {
-    meta.owner_references.as_ref().is_some_and(|refs| {
-        refs.iter()
-            .any(|r| r.kind == "ObjectBucketClaim" && Some(&r.uid) == claim.metadata.uid.as_ref())
-    })
-}
-
-fn child_is_adopted(meta: &ObjectMeta, label: &str) -> bool {
-    has_finalizer(meta) && has_label(meta, label)
-}
-
-pub(crate) fn has_finalizer(meta: &ObjectMeta) -> bool {
-    meta.finalizers
-        .as_ref()
-        .is_some_and(|f| f.iter().any(|f| f == FINALIZER))
-}
-
-pub(crate) fn has_label(meta: &ObjectMeta, value: &str) -> bool {
-    meta.labels
-        .as_ref()
-        .and_then(|l| l.get(PROVISIONER_LABEL))
-        .is_some_and(|v| v == value)
-}
-
-pub(crate) fn annotation<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
-    meta.annotations
-        .as_ref()
-        .and_then(|a| a.get(key))
-        .map(String::as_str)
-        .filter(|v| !v.is_empty())
-}
-
-fn was_bound(claim: &ObjectBucketClaim) -> bool {
-    claim
-        .spec
-        .object_bucket_name
-        .as_deref()
-        .is_some_and(|n| !n.is_empty())
-        || claim.status.as_ref().and_then(|s| s.phase) == Some(ClaimPhase::Bound)
-}
-
-/// The status is Bound, for the current generation, with a Bound condition.
-fn claim_status_is_bound(claim: &ObjectBucketClaim) -> bool {
-    claim.status.as_ref().is_some_and(|s| {
-        s.phase == Some(ClaimPhase::Bound)
-            && s.observed_generation == claim.metadata.generation
-            && s.conditions
-                .iter()
-                .any(|c| c.type_ == super::status::BOUND_CONDITION && c.status == "True")
-    })
-}
-
-/// The bucket name a claim has fixed for itself (spec or annotation), used
-/// to find two greenfield claims that ask for the same bucket.
-pub(crate) fn fixed_bucket_name(claim: &ObjectBucketClaim) -> Option<&str> {
-    claim
-        .spec
-        .bucket_name
-        .as_deref()
-        .filter(|n| !n.is_empty())
-        .or_else(|| annotation(&claim.metadata, GENERATED_NAME_ANNOTATION))
 }
 
 #[cfg(test)]

@@ -8,7 +8,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 
 use super::*;
 use crate::api::{
-    Endpoint, ObjectBucketClaimSpec, ObjectBucketClaimStatus, ObjectBucketSpec, ObjectBucketStatus,
+    ClaimPhase, Endpoint, FINALIZER, GENERATED_NAME_ANNOTATION, ObjectBucketClaimSpec,
+    ObjectBucketClaimStatus, ObjectBucketSpec, ObjectBucketStatus, PROVISIONER_LABEL,
 };
 use crate::provisioner::Credentials;
 use crate::reconcile::status;

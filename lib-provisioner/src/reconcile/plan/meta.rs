@@ -1,0 +1,88 @@
+//! Reading the metadata a decision looks at: finalizers, labels,
+//! annotations, owner references and the claim's recorded binding.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use crate::api::{
+    ClaimPhase, FINALIZER, GENERATED_NAME_ANNOTATION, ObjectBucket, ObjectBucketClaim,
+    PROVISIONER_LABEL,
+};
+
+/// Whether an ObjectBucket's `claimRef` points at this claim: by UID when
+/// both have one, else by namespace and name (older writers left no UID).
+pub(crate) fn claim_ref_matches(ob: &ObjectBucket, claim: &ObjectBucketClaim) -> bool {
+    let Some(r) = &ob.spec.claim_ref else {
+        return false;
+    };
+    if let (Some(a), Some(b)) = (r.uid.as_deref(), claim.metadata.uid.as_deref())
+        && !a.is_empty()
+        && !b.is_empty()
+    {
+        return a == b;
+    }
+    r.name == claim.metadata.name && r.namespace == claim.metadata.namespace
+}
+
+/// Whether a child names the claim as its owner.
+pub(crate) fn owned_by(meta: &ObjectMeta, claim: &ObjectBucketClaim) -> bool {
+    meta.owner_references.as_ref().is_some_and(|refs| {
+        refs.iter()
+            .any(|r| r.kind == "ObjectBucketClaim" && Some(&r.uid) == claim.metadata.uid.as_ref())
+    })
+}
+
+pub(crate) fn child_is_adopted(meta: &ObjectMeta, label: &str) -> bool {
+    has_finalizer(meta) && has_label(meta, label)
+}
+
+pub(crate) fn has_finalizer(meta: &ObjectMeta) -> bool {
+    meta.finalizers
+        .as_ref()
+        .is_some_and(|f| f.iter().any(|f| f == FINALIZER))
+}
+
+pub(crate) fn has_label(meta: &ObjectMeta, value: &str) -> bool {
+    meta.labels
+        .as_ref()
+        .and_then(|l| l.get(PROVISIONER_LABEL))
+        .is_some_and(|v| v == value)
+}
+
+pub(crate) fn annotation<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
+    meta.annotations
+        .as_ref()
+        .and_then(|a| a.get(key))
+        .map(String::as_str)
+        .filter(|v| !v.is_empty())
+}
+
+pub(crate) fn was_bound(claim: &ObjectBucketClaim) -> bool {
+    claim
+        .spec
+        .object_bucket_name
+        .as_deref()
+        .is_some_and(|n| !n.is_empty())
+        || claim.status.as_ref().and_then(|s| s.phase) == Some(ClaimPhase::Bound)
+}
+
+/// The status is Bound, for the current generation, with a Bound condition.
+pub(crate) fn claim_status_is_bound(claim: &ObjectBucketClaim) -> bool {
+    claim.status.as_ref().is_some_and(|s| {
+        s.phase == Some(ClaimPhase::Bound)
+            && s.observed_generation == claim.metadata.generation
+            && s.conditions
+                .iter()
+                .any(|c| c.type_ == crate::reconcile::status::BOUND_CONDITION && c.status == "True")
+    })
+}
+
+/// The bucket name a claim has fixed for itself (spec or annotation), used
+/// to find two greenfield claims that ask for the same bucket.
+pub(crate) fn fixed_bucket_name(claim: &ObjectBucketClaim) -> Option<&str> {
+    claim
+        .spec
+        .bucket_name
+        .as_deref()
+        .filter(|n| !n.is_empty())
+        .or_else(|| annotation(&claim.metadata, GENERATED_NAME_ANNOTATION))
+}

@@ -1,0 +1,141 @@
+//! Which bucket and which ObjectBucket a claim gets: the name decisions, in
+//! the order that never yields a second bucket.
+
+use k8s_openapi::api::storage::v1::StorageClass;
+
+use super::meta::{annotation, has_finalizer, was_bound};
+use super::{BucketName, Observed, Problem};
+use crate::api::{
+    BROWNFIELD_BUCKET_PARAMETER, BucketOrigin, GENERATED_NAME_ANNOTATION, ObjectBucket,
+    ObjectBucketClaim,
+};
+use crate::names;
+
+/// The ObjectBucket a claim binds to: the one it names, else `obc-<ns>-<name>`.
+pub(crate) fn object_bucket_name(claim: &ObjectBucketClaim) -> String {
+    claim
+        .spec
+        .object_bucket_name
+        .clone()
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| {
+            names::object_bucket_name(
+                claim.metadata.namespace.as_deref().unwrap_or_default(),
+                claim.metadata.name.as_deref().unwrap_or_default(),
+            )
+        })
+}
+
+pub(crate) fn brownfield_bucket(class: &StorageClass) -> Option<&str> {
+    class
+        .parameters
+        .as_ref()
+        .and_then(|p| p.get(BROWNFIELD_BUCKET_PARAMETER))
+        .map(String::as_str)
+        .filter(|b| !b.is_empty())
+}
+
+/// Decides the bucket name, in the order that never yields a second bucket:
+/// an existing ObjectBucket, the class (brownfield), `spec.bucketName`, a
+/// name generated earlier, and only then a new generated name.
+pub(crate) fn bucket_name(
+    o: &Observed,
+    class: Option<&StorageClass>,
+    origin: BucketOrigin,
+) -> Result<BucketName, Problem> {
+    if let Some(name) = o.ob.as_ref().and_then(ObjectBucket::bucket_name) {
+        return Ok(BucketName::Known(name.to_owned()));
+    }
+    let spec = &o.claim.spec;
+    let exact = spec.bucket_name.as_deref().filter(|n| !n.is_empty());
+    let prefix = spec
+        .generate_bucket_name
+        .as_deref()
+        .filter(|n| !n.is_empty());
+
+    if origin == BucketOrigin::Brownfield {
+        return brownfield_name(o, class, exact);
+    }
+
+    let processed = has_finalizer(&o.claim.metadata) || was_bound(&o.claim);
+    match (exact, prefix) {
+        (None, None) => {
+            if let Some(generated) = annotation(&o.claim.metadata, GENERATED_NAME_ANNOTATION) {
+                return validated(generated, "the generated bucket name");
+            }
+            Err(Problem::new(
+                "MissingBucketName",
+                "set spec.generateBucketName (recommended: a prefix, a random suffix is added) or spec.bucketName (an exact name)",
+            ))
+        }
+        (Some(exact), Some(prefix)) => {
+            // Older versions wrote the generated name back into
+            // spec.bucketName: then it is the bucket's real name.
+            if names::looks_generated_from(prefix, exact) || processed {
+                validated(exact, "spec.bucketName")
+            } else {
+                Err(Problem::new(
+                    "AmbiguousBucketName",
+                    format!(
+                        "both spec.bucketName ({exact:?}) and spec.generateBucketName ({prefix:?}) are set: keep only one"
+                    ),
+                ))
+            }
+        }
+        (Some(exact), None) => validated(exact, "spec.bucketName"),
+        (None, Some(prefix)) => {
+            if let Some(generated) = annotation(&o.claim.metadata, GENERATED_NAME_ANNOTATION) {
+                return validated(generated, "the generated bucket name");
+            }
+            if was_bound(&o.claim) {
+                // The ObjectBucket was the only record of the generated name:
+                // generating another would create a second bucket.
+                return Err(Problem::new(
+                    "ObjectBucketMissing",
+                    format!(
+                        "the claim was bound but ObjectBucket {} is gone, and with it the generated bucket name: restore the ObjectBucket, or set spec.bucketName to the bucket's name",
+                        object_bucket_name(&o.claim)
+                    ),
+                ));
+            }
+            names::generate_bucket_name(prefix).map_err(|e| {
+                Problem::new(
+                    "InvalidBucketName",
+                    format!("{e}: fix spec.generateBucketName"),
+                )
+            })?;
+            Ok(BucketName::Generate(prefix.to_owned()))
+        }
+    }
+}
+
+/// A brownfield claim's bucket: the one its class names, which
+/// `spec.bucketName` may repeat but not contradict.
+fn brownfield_name(
+    o: &Observed,
+    class: Option<&StorageClass>,
+    exact: Option<&str>,
+) -> Result<BucketName, Problem> {
+    let Some(existing) = class.and_then(brownfield_bucket) else {
+        return Err(Problem::new(
+            "ObjectBucketMissing",
+            "the claim's ObjectBucket is gone and its StorageClass no longer names a bucket: restore the ObjectBucket or recreate the claim",
+        ));
+    };
+    if let Some(exact) = exact.filter(|e| *e != existing) {
+        return Err(Problem::new(
+            "BucketNameMismatch",
+            format!(
+                "StorageClass {:?} grants access to the existing bucket {existing:?}, but spec.bucketName asks for {exact:?}: remove spec.bucketName, or use a class without a bucketName parameter to create a new bucket",
+                o.claim.spec.storage_class_name
+            ),
+        ));
+    }
+    validated(existing, "StorageClass parameter bucketName")
+}
+
+fn validated(name: &str, source: &str) -> Result<BucketName, Problem> {
+    names::validate_bucket_name(name)
+        .map_err(|e| Problem::new("InvalidBucketName", format!("{source}: {e}")))?;
+    Ok(BucketName::Known(name.to_owned()))
+}

@@ -1,0 +1,68 @@
+//! The binding: recorded on the claim, then on the ObjectBucket's and the
+//! claim's status.
+
+use kube::ResourceExt;
+use kube::runtime::events::EventType;
+
+use crate::api::{BucketPhase, ClaimPhase, ObjectBucket};
+use crate::error::{Error, Result};
+use crate::failpoint;
+use crate::provisioner::Provisioner;
+use crate::reconcile::claim::Flow;
+use crate::reconcile::plan::{self, Observed};
+use crate::reconcile::{Context, status};
+use crate::writes;
+
+/// Records `spec.objectBucketName` on the claim.
+pub(super) async fn bind_claim<P: Provisioner>(o: &mut Observed, ctx: &Context<P>) -> Result<Flow> {
+    let ob_name = plan::object_bucket_name(&o.claim);
+    o.claim = writes::bind_claim(&ctx.client, &o.claim, &ob_name).await?;
+    failpoint::hit("after-claim-bound");
+    if o.claim.spec.object_bucket_name.as_deref() != Some(ob_name.as_str()) {
+        // The CRD's schema lacks the field and the apiserver pruned it.
+        // The ObjectBucket's claimRef still records the binding, and
+        // observation finds it by name, so carry on without it.
+        o.bind_pruned = true;
+        if let Some(uid) = o.claim.metadata.uid.clone() {
+            ctx.pruned_binds
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(uid);
+        }
+        ctx.event(&o.claim, EventType::Warning, "ObjectBucketNameDropped", "Bind", format!(
+            "the apiserver dropped spec.objectBucketName ({ob_name}): the installed ObjectBucketClaim CRD lacks the field; install the CRDs shipped in crds/. The claim is bound through ObjectBucket {ob_name}'s claimRef meanwhile"
+        )).await;
+    }
+    Ok(Flow::Continue)
+}
+
+/// Sets the ObjectBucket's status phase to Bound.
+pub(super) async fn mark_object_bucket_bound<P: Provisioner>(
+    o: &mut Observed,
+    ctx: &Context<P>,
+) -> Result<Flow> {
+    let ob = o.ob.as_ref().ok_or(Error::MissingField("ObjectBucket"))?;
+    o.ob = Some(writes::set_object_bucket_phase(&ctx.client, ob, BucketPhase::Bound).await?);
+    failpoint::hit("after-object-bucket-bound");
+    Ok(Flow::Continue)
+}
+
+/// Sets the claim's status to Bound, with an Event.
+pub(super) async fn mark_claim_bound<P: Provisioner>(
+    o: &mut Observed,
+    ctx: &Context<P>,
+) -> Result<Flow> {
+    let bucket =
+        o.ob.as_ref()
+            .and_then(ObjectBucket::bucket_name)
+            .unwrap_or_default();
+    let message = format!(
+        "bucket {bucket:?} is bound: credentials in Secret {name:?}, endpoint in ConfigMap {name:?}",
+        name = o.claim.name_any()
+    );
+    let desired = status::desired(&o.claim, ClaimPhase::Bound, "Provisioned", &message);
+    o.claim = writes::write_claim_status(&ctx.client, &o.claim, &desired).await?;
+    ctx.event(&o.claim, EventType::Normal, "Bound", "Provision", message)
+        .await;
+    Ok(Flow::Continue)
+}

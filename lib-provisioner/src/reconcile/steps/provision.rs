@@ -1,0 +1,149 @@
+//! The claim protected, its bucket obtained, its ObjectBucket created,
+//! completed or taken over.
+
+use kube::ResourceExt;
+use kube::runtime::events::EventType;
+use tracing::info;
+
+use super::provisioner_failed;
+use crate::api::{BucketOrigin, ReclaimPolicy};
+use crate::error::{Error, Result};
+use crate::failpoint;
+use crate::names;
+use crate::provisioner::{BucketRequest, Provisioner};
+use crate::reconcile::Context;
+use crate::reconcile::claim::{Flow, claim_key, refresh_claim};
+use crate::reconcile::plan::{self, ClassState, Observed};
+use crate::writes::{self, NewObjectBucket};
+
+/// Finalizer, label and a generated name in one patch, then a read-back.
+pub(super) async fn prepare_claim<P: Provisioner>(
+    generate_from: Option<String>,
+    o: &mut Observed,
+    ctx: &Context<P>,
+) -> Result<Flow> {
+    let generated = match generate_from {
+        Some(prefix) => Some(names::generate_bucket_name(&prefix).map_err(Error::InvalidClaim)?),
+        None => None,
+    };
+    o.claim =
+        writes::prepare_claim(&ctx.client, &o.claim, &ctx.label, generated.as_deref()).await?;
+    failpoint::hit("after-claim-prepared");
+    // A DELETE that raced the finalizer may still remove the claim:
+    // the apiserver decided before the finalizer landed. Confirm the
+    // claim is there before anything is created for it (and reserve
+    // the ObjectBucket before the provisioner runs: see next_step).
+    if !refresh_claim(o, ctx).await? {
+        return Err(Error::ClaimGone {
+            action: "confirm the claim after adding the finalizer",
+        });
+    }
+    o.prepared_now = true;
+    Ok(Flow::Continue)
+}
+
+/// Asks the provisioner for the bucket (greenfield) or access (brownfield).
+pub(super) async fn obtain_access<P: Provisioner>(
+    bucket_name: String,
+    origin: BucketOrigin,
+    o: &mut Observed,
+    ctx: &Context<P>,
+) -> Result<Flow> {
+    let ClassState::Ours(class) = &o.class else {
+        return Err(Error::Waiting(
+            "the StorageClass is needed to provision".into(),
+        ));
+    };
+    let request = BucketRequest::for_claim(&o.claim, bucket_name, class);
+    let (operation, result) = match origin {
+        BucketOrigin::Greenfield => (
+            "provision",
+            ctx.timed("provision", ctx.provisioner.provision(&request))
+                .await,
+        ),
+        BucketOrigin::Brownfield => (
+            "grant",
+            ctx.timed("grant", ctx.provisioner.grant(&request)).await,
+        ),
+    };
+    match result {
+        Ok(access) => {
+            info!(claim = %claim_key(&o.claim), bucket = %request.bucket_name, operation, "provisioner succeeded");
+            o.access = Some(access);
+            failpoint::hit("after-bucket-created");
+            Ok(Flow::Continue)
+        }
+        Err(source) => {
+            if let (false, Some(ob)) = (source.is_retryable(), &o.ob)
+                && plan::is_reserved(ob)
+            {
+                // Refused outright: no bucket was made, so the
+                // reservation would only be something half-created.
+                writes::remove_object_bucket(&ctx.client, ob).await?;
+                o.ob = None;
+            }
+            Err(provisioner_failed(o, ctx, operation, source).await)
+        }
+    }
+}
+
+/// Creates the ObjectBucket: reserved, or from the obtained access.
+pub(super) async fn create_object_bucket<P: Provisioner>(
+    bucket_name: String,
+    origin: BucketOrigin,
+    reclaim_policy: ReclaimPolicy,
+    o: &mut Observed,
+    ctx: &Context<P>,
+) -> Result<Flow> {
+    let ob_name = plan::object_bucket_name(&o.claim);
+    let ob = writes::create_object_bucket(
+        &ctx.client,
+        NewObjectBucket {
+            name: &ob_name,
+            claim: &o.claim,
+            class_name: &o.claim.spec.storage_class_name,
+            bucket_name: &bucket_name,
+            origin,
+            reclaim_policy,
+            access: o.access.as_ref(),
+            label: &ctx.label,
+        },
+    )
+    .await?;
+    o.ob = Some(ob);
+    failpoint::hit("after-object-bucket-created");
+    Ok(Flow::Continue)
+}
+
+/// Records the provisioner's endpoint on the reserved ObjectBucket.
+pub(super) async fn complete_object_bucket<P: Provisioner>(
+    o: &mut Observed,
+    ctx: &Context<P>,
+) -> Result<Flow> {
+    let access = o
+        .access
+        .as_ref()
+        .ok_or(Error::MissingField("bucket access"))?;
+    let ob = o.ob.as_ref().ok_or(Error::MissingField("ObjectBucket"))?;
+    o.ob = Some(writes::complete_object_bucket(&ctx.client, ob, access).await?);
+    failpoint::hit("after-object-bucket-completed");
+    Ok(Flow::Continue)
+}
+
+/// Gives an ObjectBucket another version wrote our label and finalizer.
+pub(super) async fn adopt_object_bucket<P: Provisioner>(
+    origin: Option<BucketOrigin>,
+    o: &mut Observed,
+    ctx: &Context<P>,
+) -> Result<Flow> {
+    let ob = o.ob.as_ref().ok_or(Error::MissingField("ObjectBucket"))?;
+    let adopted = writes::adopt_object_bucket(&ctx.client, ob, &ctx.label, origin).await?;
+    let note = format!(
+        "ObjectBucket {} was written by another version; it now carries this provisioner's label and finalizer",
+        adopted.name_any()
+    );
+    o.ob = Some(adopted);
+    ctx.event(&o.claim, EventType::Normal, "TakenOver", "TakeOver", note)
+        .await;
+    Ok(Flow::Continue)
+}

@@ -1,0 +1,218 @@
+//! Writes of the claim's Secret and ConfigMap: built from the claim, written
+//! (created or made to match), adopted, released.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, DeleteParams, Patch};
+use kube::{Client, Resource, ResourceExt};
+
+use super::{adopt_patch, owner_reference, params, post_params, release_patch};
+use crate::api::{
+    Endpoint, FINALIZER, ObjectBucketClaim, PROVISIONER_LABEL, config_map_keys, secret_keys,
+};
+use crate::error::{Error, Result, is_status};
+use crate::provisioner::Credentials;
+
+/// A child object (Secret or ConfigMap) named after the claim.
+pub(crate) trait Child:
+    Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+    + Clone
+    + serde::Serialize
+    + serde::de::DeserializeOwned
+    + std::fmt::Debug
+    + Send
+    + Sync
+    + 'static
+{
+    const KIND: &'static str;
+    /// Whether the object's payload equals that of `desired`.
+    fn same_payload(&self, desired: &Self) -> bool;
+    /// Moves the payload of `desired` into `self`.
+    fn take_payload(&mut self, desired: Self);
+}
+
+impl Child for Secret {
+    const KIND: &'static str = "Secret";
+    fn same_payload(&self, desired: &Self) -> bool {
+        self.data == desired.data
+    }
+    fn take_payload(&mut self, desired: Self) {
+        self.data = desired.data;
+        self.string_data = None;
+    }
+}
+
+impl Child for ConfigMap {
+    const KIND: &'static str = "ConfigMap";
+    fn same_payload(&self, desired: &Self) -> bool {
+        self.data == desired.data
+    }
+    fn take_payload(&mut self, desired: Self) {
+        self.data = desired.data;
+    }
+}
+
+fn child_meta(claim: &ObjectBucketClaim, label: &str) -> Result<ObjectMeta> {
+    Ok(ObjectMeta {
+        name: claim.metadata.name.clone(),
+        namespace: claim.metadata.namespace.clone(),
+        labels: Some(BTreeMap::from([(
+            PROVISIONER_LABEL.to_owned(),
+            label.to_owned(),
+        )])),
+        finalizers: Some(vec![FINALIZER.to_owned()]),
+        owner_references: Some(vec![owner_reference(claim)?]),
+        ..Default::default()
+    })
+}
+
+/// The claim's Secret.
+pub(crate) fn secret(
+    claim: &ObjectBucketClaim,
+    label: &str,
+    credentials: &Credentials,
+) -> Result<Secret> {
+    Ok(Secret {
+        metadata: child_meta(claim, label)?,
+        type_: Some("Opaque".to_owned()),
+        data: Some(BTreeMap::from([
+            (
+                secret_keys::ACCESS_KEY_ID.to_owned(),
+                ByteString(credentials.access_key_id.clone().into_bytes()),
+            ),
+            (
+                secret_keys::SECRET_ACCESS_KEY.to_owned(),
+                ByteString(credentials.secret_access_key.clone().into_bytes()),
+            ),
+        ])),
+        ..Default::default()
+    })
+}
+
+/// The claim's ConfigMap, from the ObjectBucket's endpoint.
+pub(crate) fn config_map(
+    claim: &ObjectBucketClaim,
+    label: &str,
+    endpoint: &Endpoint,
+) -> Result<ConfigMap> {
+    let mut data: BTreeMap<String, String> = endpoint.additional_config.clone();
+    data.extend([
+        (
+            config_map_keys::BUCKET_HOST.to_owned(),
+            endpoint.bucket_host.clone(),
+        ),
+        (
+            config_map_keys::BUCKET_PORT.to_owned(),
+            endpoint.bucket_port.to_string(),
+        ),
+        (
+            config_map_keys::BUCKET_NAME.to_owned(),
+            endpoint.bucket_name.clone(),
+        ),
+        (
+            config_map_keys::BUCKET_REGION.to_owned(),
+            endpoint.region.clone(),
+        ),
+        (
+            config_map_keys::BUCKET_SUBREGION.to_owned(),
+            endpoint.sub_region.clone(),
+        ),
+    ]);
+    Ok(ConfigMap {
+        metadata: child_meta(claim, label)?,
+        data: Some(data),
+        ..Default::default()
+    })
+}
+
+/// Creates the child, or makes an existing one that this claim owns carry
+/// the desired payload. An update replaces the payload in one atomic write,
+/// so a reader sees either the old credentials or the new, never none.
+pub(crate) async fn write_child<K: Child>(
+    client: &Client,
+    claim: &ObjectBucketClaim,
+    desired: K,
+) -> Result<ObjectMeta> {
+    let ns = claim
+        .namespace()
+        .ok_or(Error::MissingField("claim namespace"))?;
+    let api: Api<K> = Api::namespaced(client.clone(), &ns);
+    let name = claim.name_any();
+    match api.create(&post_params(), &desired).await {
+        Ok(created) => return Ok(created.meta().clone()),
+        Err(e) if is_status(&e, 409) => {}
+        Err(e) => return Err(Error::kube("create the claim's Secret or ConfigMap")(e)),
+    }
+    let mut existing = api
+        .get(&name)
+        .await
+        .map_err(Error::kube("read the claim's existing Secret or ConfigMap"))?;
+    if !crate::reconcile::plan::owned_by(existing.meta(), claim) {
+        return Err(Error::InvalidClaim(format!(
+            "a {} named {name:?} exists and does not belong to this claim: rename or delete it",
+            K::KIND
+        )));
+    }
+    if existing.same_payload(&desired) {
+        return Ok(existing.meta().clone());
+    }
+    existing.take_payload(desired);
+    api.replace(&name, &post_params(), &existing)
+        .await
+        .map(|k| k.meta().clone())
+        .map_err(Error::kube("update the claim's Secret or ConfigMap"))
+}
+
+/// Gives an existing child our finalizer and label.
+pub(crate) async fn adopt_child<K: Child>(
+    client: &Client,
+    meta: &ObjectMeta,
+    label: &str,
+) -> Result<ObjectMeta> {
+    let ns = meta
+        .namespace
+        .as_deref()
+        .ok_or(Error::MissingField("namespace"))?;
+    let name = meta.name.as_deref().ok_or(Error::MissingField("name"))?;
+    Api::<K>::namespaced(client.clone(), ns)
+        .patch(
+            name,
+            &params(),
+            &Patch::Merge(adopt_patch(meta, label, BTreeMap::new())),
+        )
+        .await
+        .map(|k| k.meta().clone())
+        .map_err(Error::kube("take over the claim's Secret or ConfigMap"))
+}
+
+/// Removes our finalizer from a child and deletes it. Garbage collection
+/// would delete it with the claim; deleting it here revokes readers' view of
+/// the credentials as soon as the bucket access is revoked.
+pub(crate) async fn release_child<K: Child>(client: &Client, meta: &ObjectMeta) -> Result<()> {
+    let ns = meta
+        .namespace
+        .as_deref()
+        .ok_or(Error::MissingField("namespace"))?;
+    let name = meta.name.as_deref().ok_or(Error::MissingField("name"))?;
+    let api = Api::<K>::namespaced(client.clone(), ns);
+    if crate::reconcile::plan::has_finalizer(meta) {
+        match api
+            .patch(name, &params(), &Patch::Merge(release_patch(meta)))
+            .await
+        {
+            Err(e) if is_status(&e, 404) => return Ok(()),
+            other => other.map(|_| ()).map_err(Error::kube(
+                "remove the finalizer of the claim's Secret or ConfigMap",
+            ))?,
+        }
+    }
+    match api.delete(name, &DeleteParams::default()).await {
+        Err(e) if is_status(&e, 404) => Ok(()),
+        other => other
+            .map(|_| ())
+            .map_err(Error::kube("delete the claim's Secret or ConfigMap")),
+    }
+}

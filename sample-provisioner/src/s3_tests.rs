@@ -1,0 +1,94 @@
+use super::*;
+use k8s_openapi::ByteString;
+
+fn secret(pairs: &[(&str, &[u8])]) -> Secret {
+    Secret {
+        data: Some(
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), ByteString(v.to_vec())))
+                .collect(),
+        ),
+        ..Default::default()
+    }
+}
+
+fn name() -> SecretRef {
+    SecretRef {
+        namespace: "obc-system".into(),
+        name: "s3-admin".into(),
+    }
+}
+
+#[test]
+fn only_a_name_generated_for_the_claim_allows_a_take_over() {
+    let mut claim = ObjectBucketClaim::new("photos", Default::default());
+    claim.metadata.uid = Some("uid-1".into());
+    assert!(
+        !generated_for(&claim, "uid-1", "photos-abcd1234"),
+        "exact name"
+    );
+    claim.metadata.annotations = Some(
+        [(
+            GENERATED_NAME_ANNOTATION.to_owned(),
+            "photos-abcd1234".to_owned(),
+        )]
+        .into(),
+    );
+    assert!(generated_for(&claim, "uid-1", "photos-abcd1234"));
+    assert!(
+        !generated_for(&claim, "uid-2", "photos-abcd1234"),
+        "another claim"
+    );
+    assert!(
+        !generated_for(&claim, "uid-1", "photos-other"),
+        "another name"
+    );
+    let e = crate::store::unclaimed("photos");
+    assert!(!e.is_retryable());
+    assert!(
+        e.to_string()
+            .contains("exists and was not created for this claim"),
+        "{e}"
+    );
+}
+
+#[test]
+fn admin_credentials_are_read_and_trimmed() {
+    let c = credentials_from_secret(
+        &name(),
+        &secret(&[(ACCESS_KEY_ID, b"AKID\n"), (SECRET_ACCESS_KEY, b"s3cr3t")]),
+    )
+    .expect("valid");
+    assert_eq!(c, Credentials::new("AKID", "s3cr3t"));
+}
+
+#[test]
+fn missing_keys_name_the_secret_and_the_keys() {
+    let e = credentials_from_secret(&name(), &secret(&[(ACCESS_KEY_ID, b"AKID")]))
+        .expect_err("incomplete");
+    assert!(!e.is_retryable());
+    let text = e.to_string();
+    assert!(text.contains("obc-system/s3-admin"), "{text}");
+    assert!(text.contains("lacks AWS_SECRET_ACCESS_KEY"), "{text}");
+    let e = credentials_from_secret(&name(), &Secret::default()).expect_err("empty");
+    assert!(
+        e.to_string()
+            .contains("lacks AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"),
+        "{e}"
+    );
+}
+
+#[test]
+fn bad_values_are_not_echoed() {
+    let e = credentials_from_secret(
+        &name(),
+        &secret(&[
+            (ACCESS_KEY_ID, b"AKID"),
+            (SECRET_ACCESS_KEY, b"\xff\xfesecret-bytes"),
+        ]),
+    )
+    .expect_err("not UTF-8");
+    assert!(!e.to_string().contains("secret-bytes"), "{e}");
+    assert!(!e.to_string().contains("AKID"), "{e}");
+}
