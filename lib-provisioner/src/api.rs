@@ -50,6 +50,27 @@ pub const BUCKET_ORIGIN_ANNOTATION: &str = "objectbucket.io/bucket-origin";
 /// claim vanishes mid-provisioning, the ObjectBucket reconciler still knows
 /// what to tear down. Removed when the provisioner's endpoint is recorded.
 pub const RESERVED_ANNOTATION: &str = "objectbucket.io/reserved";
+/// Annotation on an ObjectBucket recording its StorageClass's parameters at
+/// bind, as a JSON object (StorageClass parameters are not secret; admin
+/// credentials are referenced by name, never inlined).
+///
+/// Teardown and updates read this record rather than the class, so a
+/// StorageClass edited or deleted after bind never changes what they do,
+/// and never wedges a claim (or its namespace) in Terminating.
+pub const CLASS_PARAMETERS_ANNOTATION: &str = "objectbucket.io/class-parameters";
+
+/// Annotation on an ObjectBucket recording, as a JSON object, the claim's
+/// `spec.additionalConfig` the provisioner last applied (at provisioning,
+/// or by [`crate::provisioner::Provisioner::update`]). A claim whose config differs from
+/// it is updated; `status.observedGeneration` advances only once it matches.
+pub const APPLIED_CONFIG_ANNOTATION: &str = "objectbucket.io/applied-config";
+
+/// Annotation on a claim naming the ObjectBucket chosen for it when the
+/// default `obc-<namespace>-<name>` is taken by another claim or longer than
+/// 253 characters: `obc-<claim uid>`. Written with the finalizer, before
+/// anything is created, and copied into `spec.objectBucketName` at bind.
+pub const OBJECT_BUCKET_NAME_ANNOTATION: &str = "objectbucket.io/object-bucket-name";
+
 /// StorageClass parameter that makes a class brownfield: the named bucket
 /// exists and claims of the class only get access to it.
 pub const BROWNFIELD_BUCKET_PARAMETER: &str = "bucketName";

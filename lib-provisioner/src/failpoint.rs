@@ -30,10 +30,18 @@ pub const POINTS: &[&str] = &[
     "after-claim-finalizer-removed",
 ];
 
+/// Points reached only after bind, by a change to a Bound claim (its
+/// `additionalConfig` updated): walked by their own reliability test, since
+/// provisioning and deletion never reach them.
+pub const AFTER_BIND_POINTS: &[&str] = &["after-bucket-updated", "after-config-recorded"];
+
 /// Aborts the process if `name` is armed.
 #[inline]
 pub fn hit(name: &str) {
-    debug_assert!(POINTS.contains(&name), "failpoint {name} is not in POINTS");
+    debug_assert!(
+        POINTS.contains(&name) || AFTER_BIND_POINTS.contains(&name),
+        "failpoint {name} is not in POINTS or AFTER_BIND_POINTS"
+    );
     hit_provisioner(name);
 }
 
@@ -60,7 +68,7 @@ pub fn hit_provisioner(name: &str) {
 
 #[cfg(test)]
 mod tests {
-    use super::POINTS;
+    use super::{AFTER_BIND_POINTS, POINTS};
     use std::collections::BTreeSet;
 
     /// The names passed to `hit` in the reconcilers' and writes' source.
@@ -69,6 +77,11 @@ mod tests {
             include_str!("reconcile/claim.rs"),
             include_str!("reconcile/bucket.rs"),
             include_str!("reconcile/steps.rs"),
+            include_str!("reconcile/steps/bind.rs"),
+            include_str!("reconcile/steps/children.rs"),
+            include_str!("reconcile/steps/provision.rs"),
+            include_str!("reconcile/steps/teardown.rs"),
+            include_str!("reconcile/steps/update.rs"),
             include_str!("writes.rs"),
         ];
         let call = ["failpoint::hit(", "\""].concat();
@@ -86,8 +99,9 @@ mod tests {
 
     #[test]
     fn points_list_matches_the_hit_calls() {
-        let listed: BTreeSet<String> = POINTS.iter().map(|p| (*p).to_owned()).collect();
-        assert_eq!(listed.len(), POINTS.len(), "a point is listed twice");
+        let all: Vec<&str> = POINTS.iter().chain(AFTER_BIND_POINTS).copied().collect();
+        let listed: BTreeSet<String> = all.iter().map(|p| (*p).to_owned()).collect();
+        assert_eq!(listed.len(), all.len(), "a point is listed twice");
         assert_eq!(listed, hit_names());
     }
 }

@@ -34,6 +34,6 @@ pub use controller::{ControllerBuilder, DEFAULT_PROVISIONER_TIMEOUT, WatchScope}
 pub use error::{Error, RunError};
 pub use provisioner::{
     BucketAccess, BucketRequest, ClaimIdentity, Credentials, ProvisionError, Provisioner,
-    TeardownRequest,
+    TeardownRequest, UpdateRequest,
 };
-pub use reconcile::status::BOUND_CONDITION;
+pub use reconcile::status::{BOUND_CONDITION, CONFIG_APPLIED_CONDITION};

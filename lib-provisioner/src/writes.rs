@@ -176,6 +176,9 @@ pub(crate) struct NewObjectBucket<'a> {
     /// bound to its claim and naming its bucket, without an endpoint yet.
     pub access: Option<&'a BucketAccess>,
     pub label: &'a str,
+    /// Annotations recording what later decisions need (class parameters,
+    /// applied config).
+    pub records: crate::reconcile::plan::records::Records,
 }
 
 /// Creates the ObjectBucket, or returns the one that exists already (the
@@ -210,6 +213,9 @@ pub(crate) async fn create_object_bucket(
     )]);
     if new.access.is_none() {
         annotations.insert(RESERVED_ANNOTATION.to_owned(), "true".to_owned());
+    }
+    for (key, value) in new.records {
+        annotations.insert(key.to_owned(), value);
     }
     ob.metadata.annotations = Some(annotations);
     match api.create(&post_params(), &ob).await {
@@ -268,6 +274,23 @@ pub(crate) async fn adopt_object_bucket(
         .patch(&ob.name_any(), &params(), &Patch::Merge(patch))
         .await
         .map_err(Error::kube("take over the ObjectBucket"))
+}
+
+/// Writes annotations on an ObjectBucket, guarded by its `resourceVersion`.
+pub(crate) async fn annotate_object_bucket(
+    client: &Client,
+    ob: &ObjectBucket,
+    annotations: &[(&'static str, String)],
+) -> Result<ObjectBucket> {
+    let annotations: BTreeMap<&str, &str> =
+        annotations.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let patch = json!({
+        "metadata": { "resourceVersion": ob.metadata.resource_version, "annotations": annotations }
+    });
+    Api::<ObjectBucket>::all(client.clone())
+        .patch(&ob.name_any(), &params(), &Patch::Merge(patch))
+        .await
+        .map_err(Error::kube("record on the ObjectBucket"))
 }
 
 /// Sets the ObjectBucket's status phase.

@@ -14,6 +14,7 @@ use lib_provisioner::api::secret_keys::{ACCESS_KEY_ID, SECRET_ACCESS_KEY};
 use lib_provisioner::api::{GENERATED_NAME_ANNOTATION, ObjectBucketClaim};
 use lib_provisioner::{
     BucketAccess, BucketRequest, Credentials, ProvisionError, Provisioner, TeardownRequest,
+    UpdateRequest,
 };
 use tracing::{debug, info};
 
@@ -511,6 +512,35 @@ impl Provisioner for S3Provisioner {
 
     async fn revoke(&self, req: &TeardownRequest) -> Result<(), ProvisionError> {
         self.revoke_credentials(req, None).await
+    }
+
+    /// Applies a changed `maxSize` (set, raised, lowered or removed); refuses
+    /// an `accessMode` change, which would need the claim's credentials to
+    /// be reissued. Checked in full before anything changes.
+    async fn update(&self, req: &UpdateRequest) -> Result<(), ProvisionError> {
+        let b = &req.bucket;
+        let r = self.resolve(&b.storage_class_name, &b.parameters).await?;
+        let brownfield = b
+            .parameters
+            .get(lib_provisioner::api::BROWNFIELD_BUCKET_PARAMETER)
+            .is_some_and(|v| !v.is_empty());
+        let new = claim_options(&r, b, brownfield)?;
+        let old = ClaimOptions::parse(&req.previous_config, r.params.access, brownfield)
+            .unwrap_or_default();
+        if new.access != old.access {
+            return Err(ProvisionError::permanent(format!(
+                "additionalConfig accessMode cannot change after the bucket is provisioned (from {:?} to {:?}): the claim's credentials carry it; restore {:?}, or create a new claim with the access you need",
+                old.access.as_str(),
+                new.access.as_str(),
+                old.access.as_str()
+            )));
+        }
+        if new.max_size != old.max_size {
+            // 0 clears the quota.
+            self.set_quota(&r, b, new.max_size.unwrap_or(0)).await?;
+            info!(bucket = %b.bucket_name, max_size = ?new.max_size, "bucket quota is updated");
+        }
+        Ok(())
     }
 }
 

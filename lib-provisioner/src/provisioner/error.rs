@@ -14,6 +14,10 @@ pub enum ErrorKind {
     /// A passing fault (store unreachable, throttled, a call that timed out):
     /// the claim stays Pending with the message and is retried with backoff.
     Retryable,
+    /// The provisioner does not implement the operation (the default
+    /// [`update`](super::Provisioner::update)): not retried; the claim says
+    /// so, and keeps working as it was.
+    Unsupported,
 }
 
 /// A boxed error that caused a [`ProvisionError`].
@@ -55,7 +59,19 @@ impl ProvisionError {
         Self::new(ErrorKind::Permanent, message)
     }
 
-    /// A passing failure, retried with backoff.
+    /// An operation the provisioner does not implement: not retried.
+    ///
+    /// ```
+    /// use lib_provisioner::provisioner::{ErrorKind, ProvisionError};
+    /// let err = ProvisionError::unsupported("rotation is not supported by this store");
+    /// assert_eq!(err.kind(), ErrorKind::Unsupported);
+    /// assert!(!err.is_retryable());
+    /// ```
+    pub fn unsupported(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Unsupported, message)
+    }
+
+    /// A passing fault: retried with backoff.
     pub fn retryable(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::Retryable, message)
     }

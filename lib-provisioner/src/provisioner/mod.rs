@@ -73,7 +73,7 @@ use async_trait::async_trait;
 
 pub use access::{BucketAccess, Credentials};
 pub use error::{BoxError, ErrorKind, ProvisionError};
-pub use request::{BucketRequest, ClaimIdentity, TeardownRequest};
+pub use request::{BucketRequest, ClaimIdentity, TeardownRequest, UpdateRequest};
 
 /// An object store backend. See the [module docs](self) for the contract.
 ///
@@ -95,6 +95,24 @@ pub trait Provisioner: Send + Sync + 'static {
     /// Remove the claim's credentials and keep the bucket: brownfield
     /// teardown, and greenfield teardown under reclaim policy Retain.
     async fn revoke(&self, req: &TeardownRequest) -> Result<(), ProvisionError>;
+
+    /// Apply a Bound claim's changed `spec.additionalConfig` to its bucket
+    /// (a quota, say). Called once per change, and again after a crash
+    /// before the library recorded the result: it must be idempotent.
+    ///
+    /// Return a permanent error for a change the store cannot make, saying
+    /// what is refused and what the user can do: the claim stays Bound with
+    /// a `ConfigApplied=False` condition and an Event carrying the message,
+    /// and `status.observedGeneration` stays at the last applied spec. A
+    /// retryable error is retried with backoff.
+    ///
+    /// The default applies nothing and says so.
+    async fn update(&self, req: &UpdateRequest) -> Result<(), ProvisionError> {
+        let _ = req;
+        Err(ProvisionError::unsupported(
+            "this provisioner does not apply changes to spec.additionalConfig after the bucket is provisioned: restore the previous value, or create a new claim with the config you need",
+        ))
+    }
 }
 
 macro_rules! forward {
@@ -112,6 +130,9 @@ macro_rules! forward {
             }
             async fn revoke(&self, req: &TeardownRequest) -> Result<(), ProvisionError> {
                 (**self).revoke(req).await
+            }
+            async fn update(&self, req: &UpdateRequest) -> Result<(), ProvisionError> {
+                (**self).update(req).await
             }
         }
     )*};

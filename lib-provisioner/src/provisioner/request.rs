@@ -163,6 +163,88 @@ impl BucketRequest {
         .with_parameters(class.parameters.clone().unwrap_or_default())
         .with_additional_config(claim.spec.additional_config.clone().unwrap_or_default())
         .with_reclaim_policy(policy)
+        .with_object_bucket_name(crate::reconcile::plan::object_bucket_name(claim))
+    }
+
+    /// Sets the ObjectBucket name (by default `obc-<namespace>-<name>`).
+    pub fn with_object_bucket_name(mut self, name: impl Into<String>) -> Self {
+        self.object_bucket_name = name.into();
+        self
+    }
+
+    /// The request for a bound claim, from what its ObjectBucket recorded
+    /// (`parameters` being the class's parameters at bind).
+    pub(crate) fn for_bound_claim(
+        claim: &ObjectBucketClaim,
+        ob: &ObjectBucket,
+        parameters: BTreeMap<String, String>,
+    ) -> Self {
+        Self::new(
+            ClaimIdentity::of(claim),
+            ob.bucket_name().unwrap_or_default(),
+            ob.spec.storage_class_name.clone(),
+        )
+        .with_parameters(parameters)
+        .with_additional_config(claim.spec.additional_config.clone().unwrap_or_default())
+        .with_reclaim_policy(ob.spec.reclaim_policy)
+        .with_object_bucket_name(ob.metadata.name.clone().unwrap_or_default())
+    }
+}
+
+/// A Bound claim's changed `spec.additionalConfig`, for
+/// [`Provisioner::update`](super::Provisioner::update).
+///
+/// ```
+/// use std::collections::BTreeMap;
+/// use lib_provisioner::provisioner::{BucketRequest, ClaimIdentity, UpdateRequest};
+/// let bucket = BucketRequest::new(ClaimIdentity::new("shop", "photos", "uid-1"), "photos-x7k2", "s3")
+///     .with_additional_config(BTreeMap::from([("maxSize".into(), "2Gi".into())]));
+/// let req = UpdateRequest::new(bucket, BTreeMap::from([("maxSize".into(), "1Gi".into())]));
+/// assert_eq!(req.changed_keys(), vec!["maxSize"]);
+/// ```
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct UpdateRequest {
+    /// The bucket as it should be now: `bucket.additional_config` is the
+    /// claim's new config, `bucket.parameters` the class's parameters
+    /// recorded at bind (never the class's current ones).
+    pub bucket: BucketRequest,
+    /// The config last applied (at provisioning or by an earlier update).
+    pub previous_config: BTreeMap<String, String>,
+    /// What [`BucketAccess::additional_state`](super::BucketAccess::additional_state)
+    /// held at provisioning.
+    pub additional_state: BTreeMap<String, String>,
+}
+
+impl UpdateRequest {
+    /// An update of `bucket` from `previous_config`.
+    pub fn new(bucket: BucketRequest, previous_config: BTreeMap<String, String>) -> Self {
+        Self {
+            bucket,
+            previous_config,
+            additional_state: BTreeMap::new(),
+        }
+    }
+
+    /// Sets the provisioner's state recorded at provisioning.
+    pub fn with_state(mut self, state: BTreeMap<String, String>) -> Self {
+        self.additional_state = state;
+        self
+    }
+
+    /// Keys added, removed or changed since the config last applied.
+    pub fn changed_keys(&self) -> Vec<&str> {
+        let new = &self.bucket.additional_config;
+        let old = &self.previous_config;
+        let mut keys: Vec<&str> = new
+            .keys()
+            .chain(old.keys())
+            .filter(|k| new.get(*k) != old.get(*k))
+            .map(String::as_str)
+            .collect();
+        keys.sort_unstable();
+        keys.dedup();
+        keys
     }
 }
 

@@ -200,5 +200,6 @@ async fn release_child_of<K: writes::Child, P>(
 }
 
 fn teardown_request(ob: &ObjectBucket, class: &plan::ClassState) -> TeardownRequest {
-    TeardownRequest::for_object_bucket(ob, plan::class_parameters(class))
+    let parameters = plan::records::parameters_for(Some(ob), class).unwrap_or_default();
+    TeardownRequest::for_object_bucket(ob, parameters)
 }

@@ -25,15 +25,16 @@ use crate::provisioner::BucketAccess;
 
 mod meta;
 mod names;
+pub(crate) mod records;
 mod teardown;
 
 pub(crate) use meta::{
     annotation, claim_ref_matches, fixed_bucket_name, has_finalizer, has_label, owned_by,
 };
-use meta::{child_is_adopted, claim_status_is_bound};
+use meta::{child_is_adopted, claim_status_is_bound, config_refused};
 use names::brownfield_bucket;
 pub(crate) use names::{bucket_name, object_bucket_name};
-pub(crate) use teardown::{class_parameters, is_reserved, teardown_plan};
+pub(crate) use teardown::{is_reserved, teardown_plan};
 
 /// What the StorageClass lookup found.
 #[derive(Clone, Debug)]
@@ -156,6 +157,9 @@ pub(crate) enum Step {
     /// Record the provisioner's endpoint and state on the reserved
     /// ObjectBucket, and lift the reservation.
     CompleteObjectBucket,
+    /// Write on an ObjectBucket the records it lacks (written by an older
+    /// version): class parameters, applied config.
+    RecordObjectBucket { records: records::Records },
     /// Take over an ObjectBucket bound to this claim that lacks our label,
     /// finalizer or origin annotation (written by the Go library or an
     /// older version). The origin annotation is written when known.
@@ -172,7 +176,10 @@ pub(crate) enum Step {
     BindClaim,
     /// Set the ObjectBucket's status phase to Bound.
     MarkObjectBucketBound,
-    /// Set the claim's status to Bound.
+    /// Apply a Bound claim's changed `additionalConfig` (the provisioner's
+    /// `update`), then record it as applied on the ObjectBucket.
+    UpdateBucket,
+    /// Set the claim's status to Bound, for the generation applied.
     MarkClaimBound,
     /// Call Delete (or Revoke) for a claim being deleted.
     Teardown { delete_bucket: bool },
@@ -209,11 +216,13 @@ impl Step {
             | Step::ObtainAccess { .. }
             | Step::CompleteObjectBucket
             | Step::AdoptObjectBucket { .. }
+            | Step::RecordObjectBucket { .. }
             | Step::WriteSecret
             | Step::AdoptSecret
             | Step::WriteConfigMap
             | Step::AdoptConfigMap
             | Step::MarkObjectBucketBound
+            | Step::UpdateBucket
             | Step::Teardown { .. }
             | Step::DeleteObjectBucket
             | Step::ReleaseObjectBucket
@@ -400,6 +409,10 @@ fn live_step(o: &Observed, v: Valid<'_>) -> Step {
     if reserved {
         return Step::CompleteObjectBucket;
     }
+    let missing = records::missing(ob, &o.claim, &o.class);
+    if !missing.is_empty() {
+        return Step::RecordObjectBucket { records: missing };
+    }
     children_step(o).unwrap_or_else(|| binding_step(o, ob))
 }
 
@@ -436,7 +449,13 @@ fn binding_step(o: &Observed, ob: &ObjectBucket) -> Step {
     if ob.status.as_ref().and_then(|s| s.phase) != Some(BucketPhase::Bound) {
         return Step::MarkObjectBucketBound;
     }
-    if !claim_status_is_bound(&o.claim) {
+    let pending =
+        records::applied_config(ob).is_some_and(|a| a != records::wanted_config(&o.claim));
+    let refused = pending && config_refused(&o.claim);
+    if pending && !refused {
+        return Step::UpdateBucket;
+    }
+    if !claim_status_is_bound(&o.claim, refused) {
         return Step::MarkClaimBound;
     }
     Step::Done
@@ -496,3 +515,7 @@ fn child_conflict(o: &Observed) -> Option<Problem> {
 #[cfg(test)]
 #[path = "plan_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "plan_after_bind_tests.rs"]
+mod after_bind_tests;

@@ -8,8 +8,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 
 use super::*;
 use crate::api::{
-    ClaimPhase, Endpoint, FINALIZER, GENERATED_NAME_ANNOTATION, ObjectBucketClaimSpec,
-    ObjectBucketClaimStatus, ObjectBucketSpec, ObjectBucketStatus, PROVISIONER_LABEL,
+    APPLIED_CONFIG_ANNOTATION, CLASS_PARAMETERS_ANNOTATION, ClaimPhase, Endpoint, FINALIZER,
+    GENERATED_NAME_ANNOTATION, ObjectBucketClaimSpec, ObjectBucketClaimStatus, ObjectBucketSpec,
+    ObjectBucketStatus, PROVISIONER_LABEL,
 };
 use crate::provisioner::Credentials;
 use crate::reconcile::status;
@@ -33,7 +34,7 @@ fn generated_claim() -> ObjectBucketClaim {
     })
 }
 
-fn class(params: &[(&str, &str)], reclaim: Option<&str>) -> ClassState {
+pub(super) fn class(params: &[(&str, &str)], reclaim: Option<&str>) -> ClassState {
     let mut c = StorageClass::default();
     c.metadata.name = Some("buckets".into());
     c.provisioner = "example.com/bucket".into();
@@ -83,10 +84,15 @@ fn ob_for(c: &ObjectBucketClaim, bucket: &str, origin: Option<&str>) -> ObjectBu
     ob.metadata.finalizers = Some(vec![FINALIZER.into()]);
     ob.metadata.labels = Some(BTreeMap::from([(PROVISIONER_LABEL.into(), LABEL.into())]));
     if let Some(origin) = origin {
-        ob.metadata.annotations = Some(BTreeMap::from([(
-            BUCKET_ORIGIN_ANNOTATION.into(),
-            origin.into(),
-        )]));
+        // Written by this version: with its records.
+        ob.metadata.annotations = Some(BTreeMap::from([
+            (BUCKET_ORIGIN_ANNOTATION.into(), origin.into()),
+            (
+                APPLIED_CONFIG_ANNOTATION.into(),
+                records::encode(&records::wanted_config(c)),
+            ),
+            (CLASS_PARAMETERS_ANNOTATION.into(), "{}".into()),
+        ]));
     }
     ob
 }
@@ -177,7 +183,7 @@ fn a_fresh_generated_claim_is_provisioned_in_order() {
     assert_eq!(next_step(&o), Step::Done);
 }
 
-fn bound_state() -> Observed {
+pub(super) fn bound_state() -> Observed {
     let mut c = generated_claim();
     prepare(&mut c, Some("photos-abcd1234"));
     c.spec.object_bucket_name = Some("obc-team-photos".into());
@@ -550,7 +556,7 @@ fn brownfield_grants_access_to_the_class_bucket() {
     );
 }
 
-fn deleting(mut o: Observed) -> Observed {
+pub(super) fn deleting(mut o: Observed) -> Observed {
     o.claim.metadata.deletion_timestamp = Some(Time(jiff::Timestamp::now()));
     o
 }
@@ -677,6 +683,21 @@ fn takeover_with_an_unknown_class_does_not_guess_the_origin() {
         phase: Some(BucketPhase::Bound),
     });
     o.ob = Some(ob);
+    // The applied config is recorded (the claim's, as provisioned); the
+    // class parameters cannot be, with the class gone; the origin is not
+    // guessed.
+    assert_eq!(
+        next_step(&o),
+        Step::RecordObjectBucket {
+            records: vec![(APPLIED_CONFIG_ANNOTATION, "{}".to_owned())]
+        }
+    );
+    if let Some(ob) = o.ob.as_mut() {
+        ob.metadata
+            .annotations
+            .get_or_insert_default()
+            .insert(APPLIED_CONFIG_ANNOTATION.into(), "{}".into());
+    }
     assert_eq!(
         next_step(&o),
         Step::Done,

@@ -11,6 +11,51 @@ use crate::api::{ClaimPhase, ObjectBucketClaim, ObjectBucketClaimStatus};
 /// Condition type telling whether the claim is bound.
 pub const BOUND_CONDITION: &str = "Bound";
 
+/// Condition type telling whether the claim's `spec.additionalConfig` is
+/// applied to its bucket (present once a Bound claim's config changed).
+pub const CONFIG_APPLIED_CONDITION: &str = "ConfigApplied";
+
+/// `ConfigApplied` reasons that settle a generation: the provisioner
+/// refused the change (or cannot make changes), and is not asked again
+/// until the spec changes.
+pub(crate) const SETTLED_REFUSALS: &[&str] = &["UpdateRefused", "UpdateNotSupported"];
+
+/// `status` with condition `type_` set (replacing one of that type), for
+/// the claim's current generation. The transition time moves only when the
+/// condition's status flips.
+pub(crate) fn with_condition(
+    claim: &ObjectBucketClaim,
+    mut status: ObjectBucketClaimStatus,
+    type_: &str,
+    value: bool,
+    reason: &str,
+    message: &str,
+) -> ObjectBucketClaimStatus {
+    let value = if value { "True" } else { "False" };
+    let last_transition_time = match status.conditions.iter().find(|c| c.type_ == type_) {
+        Some(c) if c.status == value => c.last_transition_time.clone(),
+        _ => Time(Timestamp::now()),
+    };
+    status.conditions.retain(|c| c.type_ != type_);
+    status.conditions.push(Condition {
+        type_: type_.to_owned(),
+        status: value.to_owned(),
+        reason: reason.to_owned(),
+        message: message.to_owned(),
+        observed_generation: claim.metadata.generation,
+        last_transition_time,
+    });
+    status
+}
+
+/// The condition of `type_`, if the claim has one.
+pub(crate) fn condition<'a>(claim: &'a ObjectBucketClaim, type_: &str) -> Option<&'a Condition> {
+    claim
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == type_))
+}
+
 /// The status to write for a claim in `phase`.
 pub(crate) fn desired(
     claim: &ObjectBucketClaim,

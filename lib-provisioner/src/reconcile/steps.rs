@@ -4,8 +4,8 @@
 //!
 //! The steps are grouped as the plan orders them: [`provision`] (the claim
 //! protected, the bucket and its ObjectBucket), [`children`] (Secret and
-//! ConfigMap), [`bind`] (the binding and both statuses), [`teardown`] (a
-//! deletion).
+//! ConfigMap), [`bind`] (the binding and both statuses), [`update`] (a
+//! Bound claim's changed config), [`teardown`] (a deletion).
 
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
@@ -22,6 +22,7 @@ mod bind;
 mod children;
 mod provision;
 mod teardown;
+mod update;
 
 /// Performs one step and records what it changed.
 pub(super) async fn execute<P: Provisioner>(
@@ -54,12 +55,16 @@ pub(super) async fn execute<P: Provisioner>(
         } => provision::create_object_bucket(bucket_name, origin, reclaim_policy, o, ctx).await,
         Step::CompleteObjectBucket => provision::complete_object_bucket(o, ctx).await,
         Step::AdoptObjectBucket { origin } => provision::adopt_object_bucket(origin, o, ctx).await,
+        Step::RecordObjectBucket { records } => {
+            provision::record_object_bucket(records, o, ctx).await
+        }
         Step::WriteSecret => children::write_secret(o, ctx).await,
         Step::AdoptSecret => children::adopt_secret(o, ctx).await,
         Step::WriteConfigMap => children::write_config_map(o, ctx).await,
         Step::AdoptConfigMap => children::adopt_config_map(o, ctx).await,
         Step::BindClaim => bind::bind_claim(o, ctx).await,
         Step::MarkObjectBucketBound => bind::mark_object_bucket_bound(o, ctx).await,
+        Step::UpdateBucket => update::update_bucket(o, ctx).await,
         Step::MarkClaimBound => bind::mark_claim_bound(o, ctx).await,
         Step::Teardown { delete_bucket } => teardown::teardown(delete_bucket, o, ctx).await,
         Step::DeleteObjectBucket => teardown::delete_object_bucket(o, ctx).await,

@@ -65,14 +65,32 @@ pub(crate) fn was_bound(claim: &ObjectBucketClaim) -> bool {
         || claim.status.as_ref().and_then(|s| s.phase) == Some(ClaimPhase::Bound)
 }
 
-/// The status is Bound, for the current generation, with a Bound condition.
-pub(crate) fn claim_status_is_bound(claim: &ObjectBucketClaim) -> bool {
-    claim.status.as_ref().is_some_and(|s| {
+/// The status is Bound with a Bound condition; and, unless the current
+/// spec's config was refused (`config_refused`), for the current generation
+/// with no `ConfigApplied=False` left over.
+pub(crate) fn claim_status_is_bound(claim: &ObjectBucketClaim, config_refused: bool) -> bool {
+    use crate::reconcile::status::{BOUND_CONDITION, CONFIG_APPLIED_CONDITION, condition};
+    let bound = claim.status.as_ref().is_some_and(|s| {
         s.phase == Some(ClaimPhase::Bound)
-            && s.observed_generation == claim.metadata.generation
             && s.conditions
                 .iter()
-                .any(|c| c.type_ == crate::reconcile::status::BOUND_CONDITION && c.status == "True")
+                .any(|c| c.type_ == BOUND_CONDITION && c.status == "True")
+    });
+    if !bound || config_refused {
+        return bound;
+    }
+    claim.status.as_ref().and_then(|s| s.observed_generation) == claim.metadata.generation
+        && condition(claim, CONFIG_APPLIED_CONDITION).is_none_or(|c| c.status == "True")
+}
+
+/// The provisioner refused the current generation's config for good: the
+/// claim is not updated again until its spec changes.
+pub(crate) fn config_refused(claim: &ObjectBucketClaim) -> bool {
+    use crate::reconcile::status::{CONFIG_APPLIED_CONDITION, SETTLED_REFUSALS, condition};
+    condition(claim, CONFIG_APPLIED_CONDITION).is_some_and(|c| {
+        c.status == "False"
+            && SETTLED_REFUSALS.contains(&c.reason.as_str())
+            && c.observed_generation == claim.metadata.generation
     })
 }
 

@@ -120,11 +120,3 @@ fn recorded_origin(ob: &ObjectBucket, class: &ClassState) -> BucketOrigin {
         _ => BucketOrigin::Brownfield,
     }
 }
-
-/// The class's parameters, or none when it is not ours (deleted, say).
-pub(crate) fn class_parameters(class: &ClassState) -> std::collections::BTreeMap<String, String> {
-    match class {
-        ClassState::Ours(class) => class.parameters.clone().unwrap_or_default(),
-        _ => Default::default(),
-    }
-}

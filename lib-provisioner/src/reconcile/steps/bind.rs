@@ -60,9 +60,24 @@ pub(super) async fn mark_claim_bound<P: Provisioner>(
         "bucket {bucket:?} is bound: credentials in Secret {name:?}, endpoint in ConfigMap {name:?}",
         name = o.claim.name_any()
     );
-    let desired = status::desired(&o.claim, ClaimPhase::Bound, "Provisioned", &message);
+    let was_bound = o.claim.status.as_ref().and_then(|s| s.phase) == Some(ClaimPhase::Bound);
+    let mut desired = status::desired(&o.claim, ClaimPhase::Bound, "Provisioned", &message);
+    {
+        // Reached only once the current config is applied (see the plan).
+        desired = status::with_condition(
+            &o.claim,
+            desired,
+            status::CONFIG_APPLIED_CONDITION,
+            true,
+            "Applied",
+            "spec.additionalConfig is applied to the bucket",
+        );
+    }
     o.claim = writes::write_claim_status(&ctx.client, &o.claim, &desired).await?;
-    ctx.event(&o.claim, EventType::Normal, "Bound", "Provision", message)
-        .await;
+    // A spec change of a bound claim is told by the update's own Event.
+    if !was_bound {
+        ctx.event(&o.claim, EventType::Normal, "Bound", "Provision", message)
+            .await;
+    }
     Ok(Flow::Continue)
 }

@@ -107,6 +107,7 @@ pub(super) async fn create_object_bucket<P: Provisioner>(
             reclaim_policy,
             access: o.access.as_ref(),
             label: &ctx.label,
+            records: plan::records::initial(&o.claim, &o.class),
         },
     )
     .await?;
@@ -145,5 +146,16 @@ pub(super) async fn adopt_object_bucket<P: Provisioner>(
     o.ob = Some(adopted);
     ctx.event(&o.claim, EventType::Normal, "TakenOver", "TakeOver", note)
         .await;
+    Ok(Flow::Continue)
+}
+
+/// Writes the records an ObjectBucket of an older version lacks.
+pub(super) async fn record_object_bucket<P: Provisioner>(
+    records: plan::records::Records,
+    o: &mut Observed,
+    ctx: &Context<P>,
+) -> Result<Flow> {
+    let ob = o.ob.as_ref().ok_or(Error::MissingField("ObjectBucket"))?;
+    o.ob = Some(writes::annotate_object_bucket(&ctx.client, ob, &records).await?);
     Ok(Flow::Continue)
 }

@@ -7,13 +7,13 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 
 use super::provisioner_failed;
-use crate::api::{BucketPhase, ObjectBucket, ReclaimPolicy};
+use crate::api::{BucketPhase, FINALIZER, ObjectBucket, ReclaimPolicy};
 use crate::error::{Error, Result};
 use crate::failpoint;
-use crate::provisioner::{ClaimIdentity, Provisioner, TeardownRequest};
+use crate::provisioner::{ClaimIdentity, ProvisionError, Provisioner, TeardownRequest};
 use crate::reconcile::Context;
 use crate::reconcile::claim::{Flow, get_opt};
-use crate::reconcile::plan::{self, Observed};
+use crate::reconcile::plan::{self, Observed, records};
 use crate::writes;
 
 /// Calls Delete (or Revoke) for a claim being deleted, and says so.
@@ -67,7 +67,10 @@ pub(super) async fn teardown<P: Provisioner>(
             o.torn_down = true;
             return Ok(Flow::Continue);
         }
-        Err(source) => return Err(provisioner_failed(o, ctx, operation, source).await),
+        Err(source) => {
+            let source = with_unblock_hint(source, o);
+            return Err(provisioner_failed(o, ctx, operation, source).await);
+        }
     }
     o.torn_down = true;
     failpoint::hit("after-bucket-deleted");
@@ -136,14 +139,37 @@ pub(super) async fn remove_claim_finalizer<P: Provisioner>(
     Ok(Flow::Stop(Action::await_change()))
 }
 
+/// A teardown refused outright blocks the claim's deletion (and its
+/// namespace's): say how to unblock it. When the class is gone and the
+/// ObjectBucket recorded no parameters, the provisioner was asked without
+/// any, and recreating the class is the fix.
+fn with_unblock_hint(source: ProvisionError, o: &Observed) -> ProvisionError {
+    if source.is_retryable() {
+        return source;
+    }
+    let ob = o.ob.as_ref().map(|ob| ob.name_any()).unwrap_or_default();
+    let class = &o.claim.spec.storage_class_name;
+    let unknown = records::parameters_for(o.ob.as_ref(), &o.class).is_none();
+    let fix = if unknown {
+        format!(
+            "StorageClass {class:?} is gone and ObjectBucket {ob} recorded no parameters (it was bound by an older version): recreate StorageClass {class:?} with the parameters it had"
+        )
+    } else {
+        "fix what the provisioner reports".to_owned()
+    };
+    ProvisionError::permanent(format!(
+        "{source}. {fix}; or, to give up and leave the bucket in the store, remove the finalizer {FINALIZER} from this claim and from ObjectBucket {ob}"
+    ))
+}
+
 /// Builds the teardown request from the ObjectBucket, or, when provisioning
 /// died before the ObjectBucket existed, from the claim.
 fn teardown_request(o: &Observed) -> TeardownRequest {
-    let parameters = plan::class_parameters(&o.class);
-    if let Some(ob) =
+    let ob =
         o.ob.as_ref()
-            .filter(|ob| plan::claim_ref_matches(ob, &o.claim))
-    {
+            .filter(|ob| plan::claim_ref_matches(ob, &o.claim));
+    let parameters = records::parameters_for(ob, &o.class).unwrap_or_default();
+    if let Some(ob) = ob {
         let mut request = TeardownRequest::for_object_bucket(ob, parameters);
         request.claim = ClaimIdentity::of(&o.claim);
         return request;

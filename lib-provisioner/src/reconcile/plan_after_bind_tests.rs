@@ -1,0 +1,134 @@
+//! After bind: a Bound claim whose config changes, and teardown that reads
+//! the ObjectBucket's records rather than the (changed or gone) class.
+
+use std::collections::BTreeMap;
+
+use super::tests::{bound_state, class, deleting};
+use super::*;
+use crate::api::{APPLIED_CONFIG_ANNOTATION, CLASS_PARAMETERS_ANNOTATION, ClaimPhase};
+use crate::reconcile::status;
+
+fn with_config(mut o: Observed, key: &str, value: &str) -> Observed {
+    o.claim
+        .spec
+        .additional_config
+        .get_or_insert_default()
+        .insert(key.into(), value.into());
+    o.claim.metadata.generation = Some(2);
+    o
+}
+
+fn record(o: &mut Observed, key: &'static str, value: &str) {
+    if let Some(ob) = o.ob.as_mut() {
+        ob.metadata
+            .annotations
+            .get_or_insert_default()
+            .insert(key.into(), value.into());
+    }
+}
+
+#[test]
+fn a_changed_config_is_applied_before_the_generation_is_observed() {
+    let mut o = with_config(bound_state(), "maxSize", "2Gi");
+    assert_eq!(next_step(&o), Step::UpdateBucket);
+    // Applied and recorded: only then the status takes the generation.
+    record(&mut o, APPLIED_CONFIG_ANNOTATION, r#"{"maxSize":"2Gi"}"#);
+    assert_eq!(next_step(&o), Step::MarkClaimBound);
+    let bound = status::desired(&o.claim, ClaimPhase::Bound, "Provisioned", "ok");
+    o.claim.status = Some(bound);
+    assert_eq!(next_step(&o), Step::Done);
+}
+
+#[test]
+fn a_refused_config_settles_its_generation_and_keeps_the_claim_bound() {
+    let mut o = with_config(bound_state(), "accessMode", "nonsense");
+    let refused = status::with_condition(
+        &o.claim,
+        o.claim.status.clone().unwrap_or_default(),
+        status::CONFIG_APPLIED_CONDITION,
+        false,
+        "UpdateRefused",
+        "no",
+    );
+    o.claim.status = Some(refused);
+    // Not asked again, and the status is not rewritten to claim generation 2.
+    assert_eq!(next_step(&o), Step::Done);
+    // A new edit (generation 3) is tried again.
+    o.claim.metadata.generation = Some(3);
+    assert_eq!(next_step(&o), Step::UpdateBucket);
+}
+
+#[test]
+fn a_passing_update_failure_is_retried() {
+    let mut o = with_config(bound_state(), "maxSize", "2Gi");
+    let pending = status::with_condition(
+        &o.claim,
+        o.claim.status.clone().unwrap_or_default(),
+        status::CONFIG_APPLIED_CONDITION,
+        false,
+        "UpdatePending",
+        "store down",
+    );
+    o.claim.status = Some(pending);
+    assert_eq!(next_step(&o), Step::UpdateBucket);
+}
+
+#[test]
+fn reverting_a_refused_config_clears_the_condition() {
+    let mut o = bound_state();
+    o.claim.metadata.generation = Some(3);
+    let refused = status::with_condition(
+        &o.claim,
+        o.claim.status.clone().unwrap_or_default(),
+        status::CONFIG_APPLIED_CONDITION,
+        false,
+        "UpdateRefused",
+        "no",
+    );
+    o.claim.status = Some(refused);
+    // The spec matches the applied config again: the status is brought up
+    // to date (ConfigApplied flips to True there).
+    assert_eq!(next_step(&o), Step::MarkClaimBound);
+}
+
+#[test]
+fn teardown_uses_the_recorded_parameters_not_the_class() {
+    let mut o = deleting(bound_state());
+    record(
+        &mut o,
+        CLASS_PARAMETERS_ANNOTATION,
+        r#"{"endpoint":"http://a"}"#,
+    );
+    o.class = class(&[("endpoint", "http://b")], None);
+    let expected = BTreeMap::from([("endpoint".to_owned(), "http://a".to_owned())]);
+    assert_eq!(
+        records::parameters_for(o.ob.as_ref(), &o.class),
+        Some(expected)
+    );
+    // Class gone: the record still answers.
+    o.class = ClassState::NotFound("buckets".into());
+    assert!(records::parameters_for(o.ob.as_ref(), &o.class).is_some());
+    // Not recorded (an older version) and the class gone: unknown.
+    if let Some(ob) = o.ob.as_mut() {
+        ob.metadata
+            .annotations
+            .get_or_insert_default()
+            .remove(CLASS_PARAMETERS_ANNOTATION);
+    }
+    assert_eq!(records::parameters_for(o.ob.as_ref(), &o.class), None);
+}
+
+#[test]
+fn an_edited_storage_class_name_never_lends_its_parameters() {
+    let mut o = bound_state();
+    if let Some(ob) = o.ob.as_mut() {
+        ob.metadata
+            .annotations
+            .get_or_insert_default()
+            .remove(CLASS_PARAMETERS_ANNOTATION);
+        ob.spec.storage_class_name = "the-old-class".into();
+    }
+    // The claim's class ("buckets") is not the one the bucket came from.
+    assert_eq!(records::parameters_for(o.ob.as_ref(), &o.class), None);
+    assert!(records::missing(o.ob.as_ref().unwrap(), &o.claim, &o.class).is_empty());
+}

@@ -1,0 +1,390 @@
+//! After bind, against the real apiserver and RustFS, with the sample
+//! provisioner: each test changes one thing on a Bound claim and asserts
+//! the end state in the store, in Kubernetes, in the status and the Events.
+//!
+//! - a claim's `additionalConfig` changes (applied, or refused with a reason);
+//! - its StorageClass is deleted, or recreated with other parameters, before
+//!   the claim is deleted (teardown uses what the ObjectBucket recorded);
+//! - fields that cannot change after bind are refused by the apiserver;
+//! - a claim whose `obc-<namespace>-<name>` is taken gets another name;
+//! - its Secret or ConfigMap is edited or deleted (repaired, recreated).
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::storage::v1::StorageClass;
+use kube::Client;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use lib_provisioner::api::{
+    APPLIED_CONFIG_ANNOTATION, CLASS_PARAMETERS_ANNOTATION, ClaimPhase, ObjectBucket,
+    ObjectBucketClaim, ObjectBucketClaimSpec,
+};
+use lib_provisioner::{CONFIG_APPLIED_CONDITION, ControllerBuilder};
+use obc_tests::recording::{RunningController, events_for, install_crds, wait_gone, wait_phase};
+use obc_tests::reliability::register_secret;
+use obc_tests::rustfs::{RustFs, is_quota_exceeded, put_object_when_quota_ready};
+use obc_tests::testenv::s3_client_for;
+use obc_tests::{TestEnv, wait_for};
+use sample_provisioner::S3Provisioner;
+use serde_json::json;
+
+const T: Duration = Duration::from_secs(45);
+const NS: &str = "apps";
+
+/// The control plane, RustFS, the CRDs and `deploy/` RBAC, an admin
+/// Secret, and the sample provisioner running as its ServiceAccount.
+struct Fixture {
+    env: TestEnv,
+    store: RustFs,
+    admin: Client,
+    controller: Option<RunningController>,
+}
+
+fn read(path: &str) -> String {
+    std::fs::read_to_string(format!("{}/../{path}", env!("CARGO_MANIFEST_DIR"))).expect(path)
+}
+
+impl Fixture {
+    async fn start() -> Self {
+        let env = TestEnv::start().await.expect("env");
+        let store = RustFs::start(env.dir()).await.expect("rustfs");
+        let admin = env.admin_client();
+        install_crds(&env).await.expect("crds");
+        env.apply_yaml(&read("deploy/namespace.yaml"))
+            .await
+            .expect("namespace");
+        env.apply_yaml(&read("deploy/rbac.yaml"))
+            .await
+            .expect("rbac");
+        let (ak, sk) = store.root_credentials();
+        register_secret(&sk);
+        let secret: Secret = serde_json::from_value(json!({
+            "metadata": {"name": "s3-admin", "namespace": "obc-system"},
+            "stringData": {"AWS_ACCESS_KEY_ID": ak, "AWS_SECRET_ACCESS_KEY": sk}
+        }))
+        .expect("secret");
+        Api::<Secret>::namespaced(admin.clone(), "obc-system")
+            .create(&PostParams::default(), &secret)
+            .await
+            .expect("admin secret");
+        env.ensure_namespace(NS).await.expect("ns");
+        let mut fixture = Self {
+            env,
+            store,
+            admin,
+            controller: None,
+        };
+        fixture.class("s3", &fixture.endpoint()).await;
+        fixture.start_controller().await;
+        fixture
+    }
+
+    fn endpoint(&self) -> String {
+        self.store.endpoint().trim_end_matches('/').to_owned()
+    }
+
+    async fn start_controller(&mut self) {
+        let sa = self
+            .env
+            .service_account_client("obc-system", "sample-provisioner")
+            .await
+            .expect("sa client");
+        self.controller = Some(RunningController::start_with(
+            sa.clone(),
+            ControllerBuilder::new("objectbucket.io/sample-s3", S3Provisioner::new(sa)),
+        ));
+    }
+
+    /// A greenfield class of the sample (Delete, forceDelete) at `endpoint`.
+    async fn class(&self, name: &str, endpoint: &str) {
+        let class: StorageClass = serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "provisioner": "objectbucket.io/sample-s3",
+            "reclaimPolicy": "Delete",
+            "parameters": {
+                "endpoint": endpoint,
+                "adminSecretName": "s3-admin",
+                "adminSecretNamespace": "obc-system",
+                "forceDelete": "true",
+            }
+        }))
+        .expect("class");
+        Api::<StorageClass>::all(self.admin.clone())
+            .create(&PostParams::default(), &class)
+            .await
+            .expect("class");
+    }
+
+    async fn delete_class(&self, name: &str) {
+        let api = Api::<StorageClass>::all(self.admin.clone());
+        api.delete(name, &DeleteParams::default())
+            .await
+            .expect("delete class");
+        wait_gone(&api, name, T).await.expect("class gone");
+    }
+
+    fn claims(&self) -> Api<ObjectBucketClaim> {
+        Api::namespaced(self.admin.clone(), NS)
+    }
+
+    async fn bound_claim(&self, name: &str, config: &[(&str, &str)]) -> ObjectBucketClaim {
+        let spec = ObjectBucketClaimSpec {
+            storage_class_name: "s3".into(),
+            generate_bucket_name: Some(name.into()),
+            additional_config: (!config.is_empty()).then(|| {
+                config
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect()
+            }),
+            ..Default::default()
+        };
+        self.claims()
+            .create(&PostParams::default(), &ObjectBucketClaim::new(name, spec))
+            .await
+            .expect("claim");
+        wait_phase(&self.admin, NS, name, ClaimPhase::Bound, T)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e:#}"))
+    }
+
+    async fn object_bucket(&self, claim: &ObjectBucketClaim) -> ObjectBucket {
+        let name = claim.spec.object_bucket_name.clone().expect("bound");
+        Api::<ObjectBucket>::all(self.admin.clone())
+            .get(&name)
+            .await
+            .expect("ObjectBucket")
+    }
+
+    /// An S3 client with the claim's own credentials, and its bucket.
+    async fn claim_client(&self, name: &str) -> (aws_sdk_s3::Client, String) {
+        let secret = Api::<Secret>::namespaced(self.admin.clone(), NS)
+            .get(name)
+            .await
+            .expect("secret");
+        let cm = Api::<ConfigMap>::namespaced(self.admin.clone(), NS)
+            .get(name)
+            .await
+            .expect("configmap");
+        let d = cm.data.expect("data");
+        let value = |k: &str| {
+            String::from_utf8(secret.data.as_ref().expect("data")[k].0.clone()).expect("utf8")
+        };
+        let sk = value("AWS_SECRET_ACCESS_KEY");
+        register_secret(&sk);
+        let endpoint = format!("http://{}:{}", d["BUCKET_HOST"], d["BUCKET_PORT"]);
+        (
+            s3_client_for(&endpoint, &value("AWS_ACCESS_KEY_ID"), &sk),
+            d["BUCKET_NAME"].clone(),
+        )
+    }
+
+    async fn patch_claim(
+        &self,
+        name: &str,
+        patch: serde_json::Value,
+    ) -> kube::Result<ObjectBucketClaim> {
+        self.claims()
+            .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+    }
+
+    async fn stop(mut self) {
+        if let Some(c) = self.controller.take() {
+            c.stop().await.expect("controller stops");
+        }
+        self.store.stop().await;
+    }
+}
+
+fn condition(claim: &ObjectBucketClaim, type_: &str) -> Option<(String, String, Option<i64>)> {
+    claim.status.as_ref().and_then(|s| {
+        s.conditions
+            .iter()
+            .find(|c| c.type_ == type_)
+            .map(|c| (c.status.clone(), c.reason.clone(), c.observed_generation))
+    })
+}
+
+/// How many "Bound" Events the claim got (events.k8s.io only: `events_for`
+/// reads both APIs, which show each Event once each).
+async fn bound_events(client: &Client, name: &str) -> usize {
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), NS);
+    events
+        .list(&Default::default())
+        .await
+        .expect("events")
+        .items
+        .iter()
+        .filter(|e| {
+            e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+                && e.reason.as_deref() == Some("Bound")
+        })
+        .map(|e| e.deprecated_count.unwrap_or(1).max(1) as usize)
+        .sum()
+}
+
+fn observed_generation(claim: &ObjectBucketClaim) -> Option<i64> {
+    claim.status.as_ref().and_then(|s| s.observed_generation)
+}
+
+/// Waits until the claim's `ConfigApplied` condition has `status` for its
+/// current generation.
+async fn wait_config(f: &Fixture, name: &str, status: &str) -> ObjectBucketClaim {
+    let api = f.claims();
+    wait_for(T, format!("{name}: ConfigApplied={status}"), || async {
+        let c = api.get(name).await?;
+        let ok = condition(&c, CONFIG_APPLIED_CONDITION)
+            .is_some_and(|(s, _, g)| s == status && g == c.metadata.generation);
+        Ok(ok.then_some(c))
+    })
+    .await
+    .expect("condition")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quota_change_is_applied_and_only_then_observed_and_a_refused_one_says_why() {
+    let f = Fixture::start().await;
+    let bound = f.bound_claim("quota", &[("maxSize", "1Ki")]).await;
+    let first_generation = bound.metadata.generation;
+    let (s3, bucket) = f.claim_client("quota").await;
+    let over = put_object_when_quota_ready(&s3, &bucket, "big.bin", vec![0u8; 8 * 1024])
+        .await
+        .expect_err("over the 1Ki quota");
+    assert!(is_quota_exceeded(&over), "{over:?}");
+
+    // Raised: applied, recorded, then observed; the claim stays Bound.
+    f.patch_claim(
+        "quota",
+        json!({"spec": {"additionalConfig": {"maxSize": "1Mi"}}}),
+    )
+    .await
+    .expect("edit maxSize");
+    let c = wait_config(&f, "quota", "True").await;
+    assert_eq!(observed_generation(&c), c.metadata.generation);
+    assert_eq!(
+        c.status.as_ref().and_then(|s| s.phase),
+        Some(ClaimPhase::Bound)
+    );
+    let ob = f.object_bucket(&c).await;
+    assert_eq!(
+        ob.metadata.annotations.as_ref().expect("annotations")[APPLIED_CONFIG_ANNOTATION],
+        r#"{"maxSize":"1Mi"}"#
+    );
+    wait_for(T, "a write within the raised quota", || {
+        let (s3, bucket) = (s3.clone(), bucket.clone());
+        async move {
+            let put =
+                put_object_when_quota_ready(&s3, &bucket, "big.bin", vec![0u8; 8 * 1024]).await;
+            Ok(put.is_ok().then_some(()))
+        }
+    })
+    .await
+    .expect("the new quota is in force");
+    let events = events_for(&f.admin, NS, "quota").await;
+    assert!(
+        events
+            .iter()
+            .any(|(r, n)| r == "Updated" && n.contains("maxSize")),
+        "{events:?}"
+    );
+    assert_eq!(
+        bound_events(&f.admin, "quota").await,
+        1,
+        "an update is not a second bind: {events:?}"
+    );
+
+    // Refused: the claim stays Bound, says why, and the generation it
+    // observed stays at the last applied spec.
+    let applied_generation = observed_generation(&c);
+    f.patch_claim(
+        "quota",
+        json!({"spec": {"additionalConfig": {"maxSize": "1Mi", "accessMode": "read-only"}}}),
+    )
+    .await
+    .expect("edit accessMode");
+    let c = wait_config(&f, "quota", "False").await;
+    let (_, reason, _) = condition(&c, CONFIG_APPLIED_CONDITION).expect("condition");
+    assert_eq!(reason, "UpdateRefused");
+    assert_eq!(
+        c.status.as_ref().and_then(|s| s.phase),
+        Some(ClaimPhase::Bound)
+    );
+    assert_eq!(observed_generation(&c), applied_generation);
+    assert!(applied_generation > first_generation);
+    let events = events_for(&f.admin, NS, "quota").await;
+    assert!(
+        events
+            .iter()
+            .any(|(r, n)| r == "UpdateRefused" && n.contains("accessMode cannot change")),
+        "{events:?}"
+    );
+    // Still usable with its credentials.
+    s3.get_object()
+        .bucket(&bucket)
+        .key("big.bin")
+        .send()
+        .await
+        .expect("the bucket still serves the claim");
+
+    // Reverted: applied again, observed, ConfigApplied back to True.
+    f.patch_claim(
+        "quota",
+        json!({"spec": {"additionalConfig": {"maxSize": "1Mi", "accessMode": null}}}),
+    )
+    .await
+    .expect("revert");
+    let c = wait_config(&f, "quota", "True").await;
+    assert_eq!(observed_generation(&c), c.metadata.generation);
+    f.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn teardown_uses_the_recorded_class_when_the_class_is_gone_or_replaced() {
+    let f = Fixture::start().await;
+    let gone = f.bound_claim("gone", &[]).await;
+    let replaced = f.bound_claim("replaced", &[]).await;
+    let s3 = f.store.root_client();
+    let mut buckets = Vec::new();
+    for c in [&gone, &replaced] {
+        let ob = f.object_bucket(c).await;
+        let recorded =
+            &ob.metadata.annotations.as_ref().expect("annotations")[CLASS_PARAMETERS_ANNOTATION];
+        assert!(recorded.contains(&f.endpoint()), "{recorded}");
+        buckets.push(ob.bucket_name().expect("bucket").to_owned());
+    }
+    // The class is deleted, and recreated pointing at nothing: its
+    // parameters must not be what teardown uses.
+    f.delete_class("s3").await;
+    f.claims()
+        .delete("gone", &DeleteParams::default())
+        .await
+        .expect("delete");
+    wait_gone(&f.claims(), "gone", T)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}: the claim hangs without its class"));
+    f.class("s3", "http://127.0.0.1:1").await;
+    f.claims()
+        .delete("replaced", &DeleteParams::default())
+        .await
+        .expect("delete");
+    wait_gone(&f.claims(), "replaced", T)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}: teardown used the replaced class"));
+    for bucket in buckets {
+        assert!(
+            s3.head_bucket().bucket(&bucket).send().await.is_err(),
+            "bucket {bucket} is left in the store"
+        );
+    }
+    let obs = Api::<ObjectBucket>::all(f.admin.clone())
+        .list(&Default::default())
+        .await
+        .expect("list");
+    assert!(
+        obs.items.is_empty(),
+        "ObjectBuckets left: {:?}",
+        obs.items.len()
+    );
+    f.stop().await;
+}
