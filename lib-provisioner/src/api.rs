@@ -113,6 +113,7 @@ pub mod config_map_keys {
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = immutable_after_bind()))]
 pub struct ObjectBucketClaimSpec {
     /// StorageClass naming the provisioner and its parameters.
     #[serde(default)]
@@ -131,6 +132,33 @@ pub struct ObjectBucketClaimSpec {
     /// Free-form settings handed to the provisioner (quotas, policies...).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub additional_config: Option<BTreeMap<String, String>>,
+}
+
+/// The apiserver's transition rules (CEL) for a claim's spec: once
+/// `spec.objectBucketName` is set (the claim is bound), the fields that
+/// chose its bucket cannot change, and the binding itself cannot move.
+/// Before bind anything may change; objects written by the Go library or
+/// older versions are created as they are (transition rules only judge
+/// updates), and binding (setting `objectBucketName`) is always allowed.
+fn immutable_after_bind() -> serde_json::Value {
+    const BOUND: &str = "!has(oldSelf.objectBucketName) || oldSelf.objectBucketName == ''";
+    let same = |field: &str| {
+        format!(
+            "{BOUND} || (has(self.{field}) ? self.{field} : '') == (has(oldSelf.{field}) ? oldSelf.{field} : '')"
+        )
+    };
+    let rule = |field: &str, why: &str| {
+        serde_json::json!({
+            "rule": same(field),
+            "message": format!("spec.{field} cannot change after the claim is bound (spec.objectBucketName is set): {why}"),
+        })
+    };
+    serde_json::json!([
+        rule("objectBucketName", "the claim stays bound to its ObjectBucket; create a new claim to get another bucket"),
+        rule("storageClassName", "the bucket lives in the store of the class it was provisioned from; create a new claim for another class"),
+        rule("bucketName", "the claim's bucket keeps its name; create a new claim for another bucket"),
+        rule("generateBucketName", "the bucket's name was generated from it once; create a new claim for another bucket"),
+    ])
 }
 
 /// Observed state of a claim. Written only by the provisioner.

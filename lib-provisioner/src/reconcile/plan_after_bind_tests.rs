@@ -130,5 +130,5 @@ fn an_edited_storage_class_name_never_lends_its_parameters() {
     }
     // The claim's class ("buckets") is not the one the bucket came from.
     assert_eq!(records::parameters_for(o.ob.as_ref(), &o.class), None);
-    assert!(records::missing(o.ob.as_ref().unwrap(), &o.claim, &o.class).is_empty());
+    assert!(records::missing(o.ob.as_ref().expect("ob"), &o.claim, &o.class).is_empty());
 }
