@@ -1,10 +1,12 @@
 //! Test support for the object-bucket provisioner workspace: a local environment
 //! with etcd, a real kube-apiserver and an S3 server ([`testenv::TestEnv`]), and
-//! RustFS, an S3 store with MinIO's admin API ([`rustfs::RustFs`]).
+//! RustFS, an S3 store with MinIO's admin API ([`rustfs::RustFs`]); the setup
+//! the tests, the benchmark and the demo share ([`setup`]).
 
 pub mod recording;
 pub mod reliability;
 pub mod rustfs;
+pub mod setup;
 pub mod testenv;
 
 pub use testenv::{TestEnv, wait_for};

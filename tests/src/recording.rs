@@ -11,7 +11,6 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 use async_trait::async_trait;
-use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, PostParams};
 use kube::{Client, ResourceExt};
 use lib_provisioner::api::{ClaimPhase, ObjectBucketClaim, ObjectBucketClaimSpec};
@@ -22,7 +21,7 @@ use lib_provisioner::{
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use crate::testenv::{TestEnv, wait_for};
+use crate::testenv::wait_for;
 
 /// One call the library made.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -315,13 +314,7 @@ impl Drop for RunningController {
     }
 }
 
-/// Installs the CRDs from `crds/`.
-pub async fn install_crds(env: &TestEnv) -> Result<()> {
-    for (_, yaml) in lib_provisioner::api::crd_files() {
-        env.install_crds(&yaml).await?;
-    }
-    Ok(())
-}
+pub use crate::setup::{events_for, install_crds};
 
 /// Creates a StorageClass for [`PROVISIONER`].
 pub async fn create_class(
@@ -341,23 +334,7 @@ pub async fn create_class_for(
     reclaim: &str,
     params: &[(&str, &str)],
 ) -> Result<()> {
-    let mut class = StorageClass {
-        provisioner: provisioner.to_owned(),
-        reclaim_policy: Some(reclaim.to_owned()),
-        parameters: Some(
-            params
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                .collect(),
-        ),
-        ..Default::default()
-    };
-    class.metadata.name = Some(name.to_owned());
-    Api::<StorageClass>::all(client.clone())
-        .create(&PostParams::default(), &class)
-        .await
-        .with_context(|| format!("creating StorageClass {name}"))?;
-    Ok(())
+    crate::setup::create_class(client, name, provisioner, reclaim, params.iter().copied()).await
 }
 
 /// Creates a claim.
@@ -411,29 +388,4 @@ pub fn message(claim: &ObjectBucketClaim) -> String {
         .as_ref()
         .and_then(|s| s.message.clone())
         .unwrap_or_else(|| format!("<no message on {}>", claim.name_any()))
-}
-
-/// The (reason, note) of every Event about object `name` in `ns`.
-pub async fn events_for(client: &Client, ns: &str, name: &str) -> Vec<(String, String)> {
-    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), ns);
-    let mut out: Vec<(String, String)> = events
-        .list(&kube::api::ListParams::default())
-        .await
-        .expect("list events")
-        .items
-        .into_iter()
-        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
-        .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
-        .collect();
-    // Also core/v1 Events, in case the recorder's events are read through them.
-    let core: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), ns);
-    if let Ok(list) = core.list(&kube::api::ListParams::default()).await {
-        out.extend(
-            list.items
-                .into_iter()
-                .filter(|e| e.involved_object.name.as_deref() == Some(name))
-                .map(|e| (e.reason.unwrap_or_default(), e.message.unwrap_or_default())),
-        );
-    }
-    out
 }

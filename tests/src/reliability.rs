@@ -10,17 +10,15 @@ use std::io::Write as _;
 use std::net::SocketAddr;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, anyhow, bail};
-use k8s_openapi::api::core::v1::{ConfigMap, Event as CoreEvent, Secret};
-use k8s_openapi::api::events::v1::Event;
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
 use lib_provisioner::api::{
     BUCKET_ORIGIN_ANNOTATION, BucketPhase, ClaimPhase, FINALIZER, GENERATED_NAME_ANNOTATION,
@@ -31,6 +29,8 @@ use sample_provisioner::store::{
 };
 use tokio::process::{Child, Command};
 
+use crate::setup::{create_admin_secret, install_deploy, spawn_provisioner};
+pub use crate::setup::{create_class, events_for};
 use crate::testenv::TestEnv;
 
 /// The provisioner name of `deploy/` (and of the RBAC's Lease name).
@@ -284,20 +284,13 @@ impl Launch {
     pub fn start(&self, log_root: &Path) -> Result<Proc> {
         let seq = SEQ.fetch_add(1, Ordering::Relaxed);
         let log = log_root.join(format!("{seq:04}-{}.log", self.tag));
-        let file = std::fs::File::create(&log).with_context(|| format!("{}", log.display()))?;
         let mut cmd = Command::new(&self.bin);
         cmd.env_clear()
-            .env("KUBECONFIG", &self.kubeconfig)
-            .env("RUST_LOG", &self.log_level)
             .env("OBC_PROVISIONER_NAME", &self.provisioner)
             .env("OBC_NAMESPACES", self.namespaces.join(","))
             .env("OBC_BACKOFF_MAX_MS", "1000")
             .env("POD_NAMESPACE", SYSTEM_NAMESPACE)
-            .env("OBC_LEASE_NAME", LEASE_NAME)
-            .stdin(Stdio::null())
-            .stdout(Stdio::from(file.try_clone()?))
-            .stderr(Stdio::from(file))
-            .kill_on_drop(true);
+            .env("OBC_LEASE_NAME", LEASE_NAME);
         if let Ok(path) = std::env::var("PATH") {
             cmd.env("PATH", path);
         }
@@ -321,9 +314,7 @@ impl Launch {
         if let Some(addr) = self.metrics {
             cmd.env("OBC_METRICS_ADDR", addr.to_string());
         }
-        let child = cmd
-            .spawn()
-            .with_context(|| format!("starting {}", self.bin.display()))?;
+        let child = spawn_provisioner(&mut cmd, &self.kubeconfig, &self.log_level, &log)?;
         Ok(Proc {
             pid: child.id().unwrap_or_default(),
             child,
@@ -459,26 +450,19 @@ pub fn count_operations(log: &str, operation: &str) -> usize {
 // The fixture
 // ---------------------------------------------------------------------------
 
-fn repo_file(path: &str) -> Result<String> {
-    let full = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(path);
-    std::fs::read_to_string(&full).with_context(|| format!("reading {}", full.display()))
-}
-
 /// CRDs, `deploy/` namespace and RBAC, the admin Secret and the brownfield
 /// bucket; returns the kubeconfig of the provisioner's ServiceAccount.
 pub async fn install_sample(env: &TestEnv) -> Result<PathBuf> {
-    crate::recording::install_crds(env).await?;
-    env.apply_yaml(&repo_file("deploy/namespace.yaml")?).await?;
-    env.apply_yaml(&repo_file("deploy/rbac.yaml")?).await?;
+    install_deploy(env).await?;
     let (ak, sk) = env.s3_root_credentials();
-    let secret: Secret = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": ADMIN_SECRET, "namespace": SYSTEM_NAMESPACE},
-        "stringData": {"AWS_ACCESS_KEY_ID": ak, "AWS_SECRET_ACCESS_KEY": sk}
-    }))?;
-    Api::<Secret>::namespaced(env.admin_client(), SYSTEM_NAMESPACE)
-        .create(&PostParams::default(), &secret)
-        .await
-        .context("admin Secret")?;
+    create_admin_secret(
+        &env.admin_client(),
+        SYSTEM_NAMESPACE,
+        ADMIN_SECRET,
+        &ak,
+        &sk,
+    )
+    .await?;
     register_env_secrets(env);
     let s3 = env.s3_client();
     s3.create_bucket()
@@ -512,28 +496,6 @@ pub fn sample_params(env: &TestEnv) -> BTreeMap<String, String> {
             SYSTEM_NAMESPACE.to_owned(),
         ),
     ])
-}
-
-/// Creates a StorageClass.
-pub async fn create_class(
-    client: &Client,
-    name: &str,
-    provisioner: &str,
-    reclaim: &str,
-    params: BTreeMap<String, String>,
-) -> Result<()> {
-    let mut class = StorageClass {
-        provisioner: provisioner.to_owned(),
-        reclaim_policy: Some(reclaim.to_owned()),
-        parameters: Some(params),
-        ..Default::default()
-    };
-    class.metadata.name = Some(name.to_owned());
-    Api::<StorageClass>::all(client.clone())
-        .create(&PostParams::default(), &class)
-        .await
-        .with_context(|| format!("StorageClass {name}"))?;
-    Ok(())
 }
 
 /// The three classes a scenario uses, for `provisioner`:
@@ -1123,35 +1085,6 @@ pub async fn converge(
 // ---------------------------------------------------------------------------
 // Claims, events
 // ---------------------------------------------------------------------------
-
-/// Reasons and notes of the Events about object `name` in `ns` (both
-/// `events.k8s.io/v1` and `core/v1`).
-pub async fn events_for(client: &Client, ns: &str, name: &str) -> Vec<(String, String)> {
-    let mut out: Vec<(String, String)> = match Api::<Event>::namespaced(client.clone(), ns)
-        .list(&ListParams::default())
-        .await
-    {
-        Ok(list) => list
-            .items
-            .into_iter()
-            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
-            .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
-            .collect(),
-        Err(_) => Vec::new(),
-    };
-    if let Ok(list) = Api::<CoreEvent>::namespaced(client.clone(), ns)
-        .list(&ListParams::default())
-        .await
-    {
-        out.extend(
-            list.items
-                .into_iter()
-                .filter(|e| e.involved_object.name.as_deref() == Some(name))
-                .map(|e| (e.reason.unwrap_or_default(), e.message.unwrap_or_default())),
-        );
-    }
-    out
-}
 
 /// Waits until every claim in `ns` named in `names` is Bound.
 pub async fn wait_all_bound(

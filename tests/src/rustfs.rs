@@ -69,12 +69,10 @@ impl RustFs {
             proc.envs
                 .push(("RUSTFS_SCANNER_START_DELAY_SECS".into(), "1".into()));
             proc.envs.push(("RUSTFS_SCANNER_CYCLE".into(), "3".into()));
-            proc.spawn()?;
             let url = format!("http://127.0.0.1:{port}/");
             let took = proc
-                .wait_ready("rustfs", READY_TIMEOUT, || probe(&http, &url))
+                .spawn_ready(&url, READY_TIMEOUT, || probe(&http, &url))
                 .await?;
-            tracing::info!("rustfs ready on {url} in {took:.1?}");
             Ok((proc, port, took))
         })
         .await?;

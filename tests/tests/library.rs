@@ -1,6 +1,8 @@
 //! The library against a real kube-apiserver, with a provisioner that
-//! records calls: greenfield, brownfield, reclaim policies, bad input,
-//! resuming half-done work, and the takeover of claims left by older versions.
+//! records calls: greenfield, brownfield, reclaim policies, resuming
+//! half-done work, and the takeover of claims left by older versions. Bad
+//! input is the reliability suite's (`tests/tests/reliability/bad_input.rs`),
+//! against the sample provisioner.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -13,9 +15,10 @@ use lib_provisioner::api::{
     PROVISIONER_LABEL, ReclaimPolicy,
 };
 use obc_tests::recording::{
-    Call, PROVISIONER, Recorder, RunningController, create_claim, create_class, create_class_for,
-    events_for, install_crds, message, wait_gone, wait_phase,
+    Call, PROVISIONER, Recorder, RunningController, create_claim, create_class, events_for,
+    message, wait_gone, wait_phase,
 };
+use obc_tests::setup::{install_crds_without_object_bucket_name, start_with_crds};
 use obc_tests::{TestEnv, wait_for};
 use serde_json::json;
 
@@ -44,8 +47,9 @@ fn exact(class: &str, bucket: &str) -> ObjectBucketClaimSpec {
 }
 
 async fn setup() -> (TestEnv, Client) {
-    let env = TestEnv::start().await.expect("test environment starts");
-    install_crds(&env).await.expect("CRDs install");
+    let env = start_with_crds()
+        .await
+        .expect("test environment starts with the CRDs");
     let client = env.admin_client();
     (env, client)
 }
@@ -362,232 +366,6 @@ async fn brownfield_claims_get_access_and_deletion_only_revokes() {
     controller.stop().await.expect("stops");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bad_input_gets_a_clear_message_and_nothing_else() {
-    let (env, client) = setup().await;
-    env.ensure_namespace("bad").await.expect("namespace");
-    create_class(&client, "good", "Delete", &[])
-        .await
-        .expect("class");
-    create_class(
-        &client,
-        "bad-brownfield",
-        "Delete",
-        &[("bucketName", "Not_Valid")],
-    )
-    .await
-    .expect("class");
-    create_class_for(
-        &client,
-        "someone-else",
-        "other.example.com/bucket",
-        "Delete",
-        &[],
-    )
-    .await
-    .expect("class");
-    // A user's own Secret with a claim's name.
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), "bad");
-    let mut own = Secret::default();
-    own.metadata.name = Some("taken-secret".into());
-    secrets
-        .create(&PostParams::default(), &own)
-        .await
-        .expect("secret");
-
-    let rec = Recorder::default();
-    rec.add_existing_bucket("someone-elses-bucket");
-    let controller = RunningController::start(client.clone(), rec.clone());
-
-    let cases: Vec<(&str, ObjectBucketClaimSpec, ClaimPhase, &str)> = vec![
-        (
-            "no-class",
-            ObjectBucketClaimSpec {
-                generate_bucket_name: Some("x".into()),
-                ..Default::default()
-            },
-            ClaimPhase::Failed,
-            "spec.storageClassName is empty",
-        ),
-        (
-            "unknown-class",
-            generated("does-not-exist", "x"),
-            ClaimPhase::Pending,
-            "StorageClass \"does-not-exist\" does not exist",
-        ),
-        (
-            "no-name",
-            spec("good"),
-            ClaimPhase::Failed,
-            "set spec.generateBucketName",
-        ),
-        (
-            "both-names",
-            ObjectBucketClaimSpec {
-                bucket_name: Some("abc-def".into()),
-                ..generated("good", "photos")
-            },
-            ClaimPhase::Failed,
-            "keep only one",
-        ),
-        (
-            "upper",
-            exact("good", "Upper-Case"),
-            ClaimPhase::Failed,
-            "lowercase letters",
-        ),
-        ("short", exact("good", "ab"), ClaimPhase::Failed, "3 to 63"),
-        (
-            "ip",
-            exact("good", "10.1.2.3"),
-            ClaimPhase::Failed,
-            "IP address",
-        ),
-        (
-            "bad-prefix",
-            generated("good", "-_-"),
-            ClaimPhase::Failed,
-            "generateBucketName",
-        ),
-        (
-            "bad-brownfield",
-            spec("bad-brownfield"),
-            ClaimPhase::Failed,
-            "StorageClass parameter bucketName",
-        ),
-        (
-            "taken-secret",
-            exact("good", "fine-name-2"),
-            ClaimPhase::Failed,
-            "a Secret named \"taken-secret\" already exists",
-        ),
-        (
-            "not-ours-bucket",
-            exact("good", "someone-elses-bucket"),
-            ClaimPhase::Failed,
-            "was not created for this claim",
-        ),
-    ];
-    for (name, spec, _, _) in &cases {
-        create_claim(&client, "bad", name, spec.clone())
-            .await
-            .expect("claim");
-    }
-    // A claim for another provisioner, and valid claims alongside.
-    create_claim(&client, "bad", "foreign", generated("someone-else", "x"))
-        .await
-        .expect("claim");
-    create_claim(&client, "bad", "valid-1", generated("good", "valid"))
-        .await
-        .expect("claim");
-    create_claim(&client, "bad", "valid-2", exact("good", "valid-exact-2"))
-        .await
-        .expect("claim");
-    // Two claims asking for one bucket name: the first one wins.
-    create_claim(&client, "bad", "first", exact("good", "contested"))
-        .await
-        .expect("claim");
-    wait_phase(&client, "bad", "first", ClaimPhase::Bound, T)
-        .await
-        .expect("first binds");
-    create_claim(&client, "bad", "second", exact("good", "contested"))
-        .await
-        .expect("claim");
-
-    for (name, _, phase, needle) in &cases {
-        let claim = wait_phase(&client, "bad", name, *phase, T)
-            .await
-            .unwrap_or_else(|e| panic!("{name}: {e:#}"));
-        assert!(
-            message(&claim).contains(needle),
-            "{name}: {:?}",
-            message(&claim)
-        );
-        let events = events_for(&client, "bad", name).await;
-        assert!(
-            events.iter().any(|(_, note)| note.contains(needle)),
-            "{name}: no event says {needle:?}: {events:?}"
-        );
-    }
-    let second = wait_phase(&client, "bad", "second", ClaimPhase::Failed, T)
-        .await
-        .expect("second fails");
-    assert!(
-        message(&second).contains("already claimed by"),
-        "{}",
-        message(&second)
-    );
-    wait_phase(&client, "bad", "valid-1", ClaimPhase::Bound, T)
-        .await
-        .expect("valid binds");
-    wait_phase(&client, "bad", "valid-2", ClaimPhase::Bound, T)
-        .await
-        .expect("valid binds");
-
-    // Nothing was created for any bad claim, and no finalizer holds them.
-    let obs: Api<ObjectBucket> = Api::all(client.clone());
-    let claims: Api<ObjectBucketClaim> = Api::namespaced(client.clone(), "bad");
-    for (name, _, _, _) in cases.iter().filter(|(n, ..)| *n != "not-ours-bucket") {
-        assert!(
-            obs.get_opt(&format!("obc-bad-{name}"))
-                .await
-                .expect("get")
-                .is_none(),
-            "{name} has an OB"
-        );
-        let claim = claims.get(name).await.expect("claim");
-        assert!(!has_finalizer(&claim), "{name} got a finalizer");
-    }
-    assert!(obs.get_opt("obc-bad-second").await.expect("get").is_none());
-    for name in ["no-class", "upper", "second", "not-ours-bucket"] {
-        assert!(
-            secrets.get_opt(name).await.expect("get").is_none(),
-            "{name} has a Secret"
-        );
-    }
-    assert!(
-        secrets
-            .get("taken-secret")
-            .await
-            .expect("kept")
-            .owner_references()
-            .is_empty(),
-        "the user's Secret is untouched"
-    );
-    // Only valid claims reached the provisioner, plus the one whose bucket
-    // the provisioner itself refused.
-    let provisioned: Vec<Call> = rec
-        .calls()
-        .into_iter()
-        .filter(|c| matches!(c, Call::Provision(_)))
-        .collect();
-    assert!(provisioned.iter().all(|c| matches!(c, Call::Provision(b) if b.starts_with("valid") || b == "contested" || b == "someone-elses-bucket")), "{provisioned:?}");
-    // The foreign claim is untouched: no status, no finalizer.
-    let foreign = claims.get("foreign").await.expect("claim");
-    assert!(foreign.status.is_none() && !has_finalizer(&foreign));
-
-    // Fixing a claim makes it bind: the unknown class appears.
-    create_class(&client, "does-not-exist", "Delete", &[])
-        .await
-        .expect("class");
-    wait_phase(&client, "bad", "unknown-class", ClaimPhase::Bound, T)
-        .await
-        .expect("binds once the class exists");
-    // The provisioner's permanent error is deleted without leaving anything.
-    claims
-        .delete("not-ours-bucket", &DeleteParams::default())
-        .await
-        .expect("delete");
-    wait_gone(&claims, "not-ours-bucket", T)
-        .await
-        .expect("gone");
-    assert!(
-        rec.buckets().contains("someone-elses-bucket"),
-        "a bucket not created for the claim is never deleted"
-    );
-    controller.stop().await.expect("stops");
-}
-
 /// Writes raw objects in the shapes the Go library and older versions leave.
 async fn write_raw_bound_claim(
     client: &Client,
@@ -790,18 +568,9 @@ async fn a_crd_schema_without_object_bucket_name_neither_loops_nor_reprovisions(
     let env = TestEnv::start().await.expect("env");
     let client = env.admin_client();
     // The claim CRD as some older installs have it: no spec.objectBucketName.
-    let files = lib_provisioner::api::crd_files();
-    let mut claim_crd: serde_yaml::Value = serde_yaml::from_str(&files[0].1).expect("yaml");
-    let props = &mut claim_crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
-        ["properties"];
-    props
-        .as_mapping_mut()
-        .expect("mapping")
-        .remove("objectBucketName");
-    env.install_crds(&serde_yaml::to_string(&claim_crd).expect("yaml"))
+    install_crds_without_object_bucket_name(&env)
         .await
-        .expect("claim CRD");
-    env.install_crds(&files[1].1).await.expect("OB CRD");
+        .expect("old CRDs");
     env.ensure_namespace("old").await.expect("ns");
     create_class(&client, "c", "Delete", &[])
         .await

@@ -9,9 +9,10 @@ use lib_provisioner::ControllerBuilder;
 use lib_provisioner::api::{ClaimPhase, ObjectBucketClaim, ObjectBucketClaimSpec};
 use obc_tests::recording::{
     Call, PROVISIONER, Recorder, RunningController, create_claim, create_class, events_for,
-    install_crds, message, wait_phase,
+    message, wait_phase,
 };
-use obc_tests::{TestEnv, wait_for};
+use obc_tests::setup::start_with_crds;
+use obc_tests::wait_for;
 
 const T: Duration = Duration::from_secs(30);
 
@@ -39,8 +40,9 @@ fn reason(claim: &ObjectBucketClaim) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hung_provisioner_call_is_cut_off_and_the_claim_recovers() {
-    let env = TestEnv::start().await.expect("test environment starts");
-    install_crds(&env).await.expect("CRDs install");
+    let env = start_with_crds()
+        .await
+        .expect("test environment starts with the CRDs");
     let client = env.admin_client();
     env.ensure_namespace("hung").await.expect("ns");
     create_class(&client, "c", "Delete", &[])

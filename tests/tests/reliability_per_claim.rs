@@ -25,6 +25,7 @@ use obc_tests::reliability::{
     register_claim_secrets, register_secret, wait_all_bound, wait_all_gone,
 };
 use obc_tests::rustfs::RustFs;
+use obc_tests::setup::create_admin_secret;
 use obc_tests::testenv::s3_client_for;
 use sample_provisioner::admin::AdminClient;
 use sample_provisioner::credentials::{POINTS, policy_name, user_name};
@@ -54,13 +55,7 @@ impl Suite {
         let (key, secret) = store.root_credentials();
         register_secret(&secret);
         let admin = env.admin_client();
-        let admin_secret: Secret = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": ADMIN_SECRET, "namespace": "obc-system"},
-            "stringData": {"AWS_ACCESS_KEY_ID": key, "AWS_SECRET_ACCESS_KEY": secret}
-        }))?;
-        Api::<Secret>::namespaced(admin.clone(), "obc-system")
-            .create(&PostParams::default(), &admin_secret)
-            .await?;
+        create_admin_secret(&admin, "obc-system", ADMIN_SECRET, &key, &secret).await?;
         let endpoint = store.endpoint().trim_end_matches('/').to_owned();
         for (class, reclaim) in [("pc-delete", "Delete"), ("pc-retain", "Retain")] {
             let params = [
@@ -69,10 +64,6 @@ impl Suite {
                 ("adminSecretNamespace", "obc-system"),
                 ("forceDelete", "true"),
             ];
-            let params = params
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                .collect();
             create_class(&admin, class, PROVISIONER, reclaim, params).await?;
         }
         let store_admin = AdminClient::new(

@@ -12,9 +12,10 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, DeleteParams, PostParams};
 use lib_provisioner::ControllerBuilder;
 use lib_provisioner::api::{ClaimPhase, ObjectBucket, ObjectBucketClaim, ObjectBucketClaimSpec};
-use obc_tests::recording::{RunningController, install_crds, message, wait_gone, wait_phase};
+use obc_tests::recording::{RunningController, message, wait_gone, wait_phase};
 use obc_tests::reliability::{assert_no_leaks, register_secret};
 use obc_tests::rustfs::{RustFs, is_quota_exceeded, put_object_when_quota_ready};
+use obc_tests::setup::{create_admin_secret, install_deploy, repo_file};
 use obc_tests::testenv::s3_client_for;
 use obc_tests::{TestEnv, wait_for};
 use sample_provisioner::S3Provisioner;
@@ -24,7 +25,7 @@ use sample_provisioner::credentials::{policy_name, user_name};
 const T: Duration = Duration::from_secs(45);
 
 fn read(path: &str) -> String {
-    std::fs::read_to_string(format!("{}/../{path}", env!("CARGO_MANIFEST_DIR"))).expect(path)
+    repo_file(path).expect(path)
 }
 
 async fn class(
@@ -66,13 +67,9 @@ async fn sample_provisioner_serves_claims_under_its_least_privilege_rbac() {
     let endpoint = store.endpoint();
     let endpoint = endpoint.trim_end_matches('/');
     let admin = env.admin_client();
-    install_crds(&env).await.expect("crds");
-    env.apply_yaml(&read("deploy/namespace.yaml"))
+    install_deploy(&env)
         .await
-        .expect("namespace");
-    env.apply_yaml(&read("deploy/rbac.yaml"))
-        .await
-        .expect("rbac");
+        .expect("CRDs, deploy/ namespace and RBAC");
     let (ak, sk) = store.root_credentials();
     register_secret(&sk);
     let store_admin = AdminClient::new(
@@ -81,13 +78,7 @@ async fn sample_provisioner_serves_claims_under_its_least_privilege_rbac() {
         lib_provisioner::Credentials::new(ak.clone(), sk.clone()),
     )
     .expect("admin client");
-    let admin_secret: Secret = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": "s3-admin", "namespace": "obc-system"},
-        "stringData": {"AWS_ACCESS_KEY_ID": ak, "AWS_SECRET_ACCESS_KEY": sk}
-    }))
-    .expect("secret");
-    Api::<Secret>::namespaced(admin.clone(), "obc-system")
-        .create(&PostParams::default(), &admin_secret)
+    create_admin_secret(&admin, "obc-system", "s3-admin", &ak, &sk)
         .await
         .expect("admin secret");
     class(

@@ -17,17 +17,13 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, PostParams};
 use lib_provisioner::api::{ClaimPhase, ObjectBucket, ObjectBucketClaim};
 use obc_tests::TestEnv;
-use obc_tests::recording::{install_crds, wait_phase};
+use obc_tests::recording::wait_phase;
 use obc_tests::rustfs::RustFs;
+use obc_tests::setup::{create_admin_secret, install_deploy, repo_file};
 use obc_tests::testenv::s3_client_for;
 
 fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn read(path: &str) -> Result<String> {
-    let p = repo_root().join(path);
-    std::fs::read_to_string(&p).with_context(|| format!("reading {}", p.display()))
 }
 
 #[tokio::main]
@@ -44,13 +40,12 @@ async fn main() -> Result<()> {
     let endpoint = store.endpoint().trim_end_matches('/').to_owned();
     println!("object store (RustFS) ready: {endpoint}");
 
-    install_crds(&env).await?;
-    env.apply_yaml(&read("deploy/namespace.yaml")?).await?;
-    env.apply_yaml(&read("deploy/rbac.yaml")?).await?;
+    install_deploy(&env).await?;
 
     // The example StorageClass, pointed at the local S3 server, and the
     // admin credentials in the Secret it names.
-    let mut class: StorageClass = serde_yaml::from_str(&read("deploy/example-storageclass.yaml")?)?;
+    let mut class: StorageClass =
+        serde_yaml::from_str(&repo_file("deploy/example-storageclass.yaml")?)?;
     let params = class.parameters.get_or_insert_with(Default::default);
     params.insert("endpoint".into(), endpoint.clone());
     let secret_name = params.get("adminSecretName").cloned().unwrap_or_default();
@@ -59,14 +54,7 @@ async fn main() -> Result<()> {
         .cloned()
         .unwrap_or_default();
     let (access_key, secret_key) = store.root_credentials();
-    let admin: Secret = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": secret_name, "namespace": secret_ns},
-        "stringData": {"AWS_ACCESS_KEY_ID": access_key, "AWS_SECRET_ACCESS_KEY": secret_key}
-    }))?;
-    Api::<Secret>::namespaced(client.clone(), &secret_ns)
-        .create(&PostParams::default(), &admin)
-        .await
-        .context("creating the admin Secret")?;
+    create_admin_secret(&client, &secret_ns, &secret_name, &access_key, &secret_key).await?;
     let class_name = class.metadata.name.clone().unwrap_or_default();
     Api::<StorageClass>::all(client.clone())
         .create(&PostParams::default(), &class)
@@ -100,7 +88,8 @@ async fn main() -> Result<()> {
     );
 
     // The example claim.
-    let mut claim: ObjectBucketClaim = serde_yaml::from_str(&read("deploy/example-claim.yaml")?)?;
+    let mut claim: ObjectBucketClaim =
+        serde_yaml::from_str(&repo_file("deploy/example-claim.yaml")?)?;
     let ns = claim
         .metadata
         .namespace

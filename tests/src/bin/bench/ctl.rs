@@ -2,11 +2,12 @@
 //! idleness, stop. Plus CPU accounting of the other processes.
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use tokio::process::{Child, Command};
+
+use obc_tests::setup::spawn_provisioner;
 
 use crate::prom;
 
@@ -61,32 +62,18 @@ impl Controller {
         let port = std::net::TcpListener::bind(("127.0.0.1", 0))?
             .local_addr()?
             .port();
-        let out = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log)
-            .with_context(|| format!("opening {}", log.display()))?;
         let started = Instant::now();
-        let child = Command::new(bin)
-            .arg("--metrics-addr")
+        let mut cmd = Command::new(bin);
+        cmd.arg("--metrics-addr")
             .arg(format!("127.0.0.1:{port}"))
             .arg("--concurrency")
             .arg(concurrency.to_string())
             .args(extra)
-            .env("KUBECONFIG", kubeconfig)
             // obc-tests builds the library with its `failpoints` feature (for
             // the reliability suite): never arm one here.
-            .env_remove("OBC_FAILPOINTS")
-            .env(
-                "RUST_LOG",
-                std::env::var("OBC_BENCH_CONTROLLER_LOG").unwrap_or_else(|_| "info".into()),
-            )
-            .stdin(Stdio::null())
-            .stdout(out.try_clone()?)
-            .stderr(out)
-            .kill_on_drop(true)
-            .spawn()
-            .with_context(|| format!("starting {}", bin.display()))?;
+            .env_remove("OBC_FAILPOINTS");
+        let rust_log = std::env::var("OBC_BENCH_CONTROLLER_LOG").unwrap_or_else(|_| "info".into());
+        let child = spawn_provisioner(&mut cmd, kubeconfig, &rust_log, &log)?;
         let pid = child.id().context("bench-controller has no pid")?;
         let http = reqwest::Client::builder()
             .no_proxy()

@@ -35,7 +35,7 @@ use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, P
 use kube::{Client, Resource};
 use lib_provisioner::api::{ObjectBucket, ObjectBucketClaim};
 use obc_tests::TestEnv;
-use obc_tests::recording::{create_class_for, install_crds};
+use obc_tests::setup::{create_class, start_with_crds};
 use obc_tests::testenv::client_from_kubeconfig;
 
 use claims::Tracker;
@@ -670,15 +670,21 @@ async fn main() -> Result<()> {
         config.claims
     ));
 
-    let env = TestEnv::start().await?;
+    let env = start_with_crds().await?;
     out(format!(
         "    test environment: kube-apiserver {} (etcd --unsafe-no-fsync), ready in {:.1?}",
         env.apiserver_url(),
         env.startup_timings().total
     ));
     let client = env.admin_client();
-    install_crds(&env).await?;
-    create_class_for(&client, claims::CLASS, PROVISIONER, "Delete", &[]).await?;
+    create_class(
+        &client,
+        claims::CLASS,
+        PROVISIONER,
+        "Delete",
+        BTreeMap::<String, String>::new(),
+    )
+    .await?;
     env.install_crds(RECORD_CRD).await?;
     for ns in ["bench-serial"] {
         env.ensure_namespace(ns).await?;

@@ -1,0 +1,173 @@
+//! Setup that the end-to-end tests, the benchmark and the demo share: an
+//! environment with the project's CRDs, `deploy/`'s namespace and RBAC,
+//! StorageClasses and admin Secrets, provisioner processes that log to a
+//! file, and the Events a claim got.
+
+use std::fs::OpenOptions;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use anyhow::{Context as _, Result};
+use k8s_openapi::api::core::v1::{Event as CoreEvent, Secret};
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::api::storage::v1::StorageClass;
+use kube::Client;
+use kube::api::{Api, ListParams, PostParams};
+use tokio::process::{Child, Command};
+
+use crate::testenv::TestEnv;
+
+/// A file of this repository (`deploy/rbac.yaml`...), read.
+pub fn repo_file(path: &str) -> Result<String> {
+    let full = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(path);
+    std::fs::read_to_string(&full).with_context(|| format!("reading {}", full.display()))
+}
+
+/// Installs the CRDs from `crds/`.
+pub async fn install_crds(env: &TestEnv) -> Result<()> {
+    for (_, yaml) in lib_provisioner::api::crd_files() {
+        env.install_crds(&yaml).await?;
+    }
+    Ok(())
+}
+
+/// Installs the CRDs as some older installs have them: the claim's without
+/// `spec.objectBucketName` (the apiserver prunes it), the ObjectBucket's as
+/// it is.
+pub async fn install_crds_without_object_bucket_name(env: &TestEnv) -> Result<()> {
+    let files = lib_provisioner::api::crd_files();
+    let mut claim_crd: serde_yaml::Value =
+        serde_yaml::from_str(&files[0].1).context("claim CRD YAML")?;
+    claim_crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+        ["properties"]
+        .as_mapping_mut()
+        .context("the claim CRD's spec properties")?
+        .remove("objectBucketName");
+    env.install_crds(&serde_yaml::to_string(&claim_crd)?)
+        .await
+        .context("old claim CRD")?;
+    env.install_crds(&files[1].1).await.context("OB CRD")?;
+    Ok(())
+}
+
+/// Starts a [`TestEnv`] and installs the CRDs from `crds/` into it.
+pub async fn start_with_crds() -> Result<TestEnv> {
+    let env = TestEnv::start().await?;
+    install_crds(&env).await?;
+    Ok(env)
+}
+
+/// The CRDs, then `deploy/namespace.yaml` and `deploy/rbac.yaml`: what the
+/// sample provisioner needs before it can run under its ServiceAccount.
+pub async fn install_deploy(env: &TestEnv) -> Result<()> {
+    install_crds(env).await?;
+    env.apply_yaml(&repo_file("deploy/namespace.yaml")?).await?;
+    env.apply_yaml(&repo_file("deploy/rbac.yaml")?).await?;
+    Ok(())
+}
+
+/// Creates the Secret `ns/name` holding an S3 key pair (`AWS_ACCESS_KEY_ID`,
+/// `AWS_SECRET_ACCESS_KEY`), as a class's `adminSecretName` names it.
+pub async fn create_admin_secret(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    access_key: &str,
+    secret_key: &str,
+) -> Result<()> {
+    let secret: Secret = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name, "namespace": ns},
+        "stringData": {"AWS_ACCESS_KEY_ID": access_key, "AWS_SECRET_ACCESS_KEY": secret_key}
+    }))?;
+    Api::<Secret>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &secret)
+        .await
+        .with_context(|| format!("creating the admin Secret {ns}/{name}"))?;
+    Ok(())
+}
+
+/// Creates a StorageClass for `provisioner`.
+pub async fn create_class<K, V>(
+    client: &Client,
+    name: &str,
+    provisioner: &str,
+    reclaim: &str,
+    params: impl IntoIterator<Item = (K, V)>,
+) -> Result<()>
+where
+    K: Into<String>,
+    V: Into<String>,
+{
+    let mut class = StorageClass {
+        provisioner: provisioner.to_owned(),
+        reclaim_policy: Some(reclaim.to_owned()),
+        parameters: Some(
+            params
+                .into_iter()
+                .map(|(k, v)| (k.into(), v.into()))
+                .collect(),
+        ),
+        ..Default::default()
+    };
+    class.metadata.name = Some(name.to_owned());
+    Api::<StorageClass>::all(client.clone())
+        .create(&PostParams::default(), &class)
+        .await
+        .with_context(|| format!("creating StorageClass {name}"))?;
+    Ok(())
+}
+
+/// Reasons and notes of the Events about object `name` in `ns` (both
+/// `events.k8s.io/v1` and `core/v1`); none if they cannot be listed.
+pub async fn events_for(client: &Client, ns: &str, name: &str) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = match Api::<Event>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+    {
+        Ok(list) => list
+            .items
+            .into_iter()
+            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+            .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    if let Ok(list) = Api::<CoreEvent>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+    {
+        out.extend(
+            list.items
+                .into_iter()
+                .filter(|e| e.involved_object.name.as_deref() == Some(name))
+                .map(|e| (e.reason.unwrap_or_default(), e.message.unwrap_or_default())),
+        );
+    }
+    out
+}
+
+/// Starts a provisioner (or controller) process: `KUBECONFIG` and
+/// `RUST_LOG` set, stdin closed, stdout and stderr appended to `log`,
+/// SIGKILLed when the child is dropped. The rest of its environment (an
+/// `env_clear` first, if any) and its arguments are set on `cmd` before.
+pub fn spawn_provisioner(
+    cmd: &mut Command,
+    kubeconfig: &Path,
+    rust_log: &str,
+    log: &Path,
+) -> Result<Child> {
+    let out = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .with_context(|| format!("opening {}", log.display()))?;
+    cmd.env("KUBECONFIG", kubeconfig)
+        .env("RUST_LOG", rust_log)
+        .stdin(Stdio::null())
+        .stdout(out.try_clone()?)
+        .stderr(out)
+        .kill_on_drop(true);
+    let program = PathBuf::from(cmd.as_std().get_program());
+    cmd.spawn()
+        .with_context(|| format!("starting {}", program.display()))
+}
