@@ -154,10 +154,22 @@ fn immutable_after_bind() -> serde_json::Value {
         })
     };
     serde_json::json!([
-        rule("objectBucketName", "the claim stays bound to its ObjectBucket; create a new claim to get another bucket"),
-        rule("storageClassName", "the bucket lives in the store of the class it was provisioned from; create a new claim for another class"),
-        rule("bucketName", "the claim's bucket keeps its name; create a new claim for another bucket"),
-        rule("generateBucketName", "the bucket's name was generated from it once; create a new claim for another bucket"),
+        rule(
+            "objectBucketName",
+            "the claim stays bound to its ObjectBucket; create a new claim to get another bucket"
+        ),
+        rule(
+            "storageClassName",
+            "the bucket lives in the store of the class it was provisioned from; create a new claim for another class"
+        ),
+        rule(
+            "bucketName",
+            "the claim's bucket keeps its name; create a new claim for another bucket"
+        ),
+        rule(
+            "generateBucketName",
+            "the bucket's name was generated from it once; create a new claim for another bucket"
+        ),
     ])
 }
 

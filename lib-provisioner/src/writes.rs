@@ -16,8 +16,9 @@ use serde_json::json;
 
 use crate::api::{
     BUCKET_ORIGIN_ANNOTATION, BucketOrigin, BucketPhase, Endpoint, FINALIZER,
-    GENERATED_NAME_ANNOTATION, ObjectBucket, ObjectBucketClaim, ObjectBucketClaimStatus,
-    ObjectBucketSpec, ObjectBucketStatus, PROVISIONER_LABEL, RESERVED_ANNOTATION, ReclaimPolicy,
+    GENERATED_NAME_ANNOTATION, OBJECT_BUCKET_NAME_ANNOTATION, ObjectBucket, ObjectBucketClaim,
+    ObjectBucketClaimStatus, ObjectBucketSpec, ObjectBucketStatus, PROVISIONER_LABEL,
+    RESERVED_ANNOTATION, ReclaimPolicy,
 };
 use crate::error::{Error, Result, is_status};
 use crate::provisioner::BucketAccess;
@@ -162,6 +163,25 @@ pub(crate) async fn remove_claim_finalizer(
             .map(|_| ())
             .map_err(Error::kube("remove the claim's finalizer")),
     }
+}
+
+/// Records on a claim the ObjectBucket name chosen for it, guarded by the
+/// claim's `resourceVersion`.
+pub(crate) async fn name_object_bucket(
+    client: &Client,
+    claim: &ObjectBucketClaim,
+    name: &str,
+) -> Result<ObjectBucketClaim> {
+    let patch = json!({
+        "metadata": {
+            "resourceVersion": claim.metadata.resource_version,
+            "annotations": { OBJECT_BUCKET_NAME_ANNOTATION: name },
+        }
+    });
+    claim_api(client, claim)?
+        .patch(&claim.name_any(), &params(), &Patch::Merge(patch))
+        .await
+        .map_err(Error::claim("record the claim's ObjectBucket name"))
 }
 
 /// What an ObjectBucket is created from.

@@ -32,17 +32,22 @@ pub async fn install_crds(env: &TestEnv) -> Result<()> {
 }
 
 /// Installs the CRDs as some older installs have them: the claim's without
-/// `spec.objectBucketName` (the apiserver prunes it), the ObjectBucket's as
-/// it is.
+/// `spec.objectBucketName` (the apiserver prunes it) and without transition
+/// rules, the ObjectBucket's as it is.
 pub async fn install_crds_without_object_bucket_name(env: &TestEnv) -> Result<()> {
     let files = lib_provisioner::api::crd_files();
     let mut claim_crd: serde_yaml::Value =
         serde_yaml::from_str(&files[0].1).context("claim CRD YAML")?;
-    claim_crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
-        ["properties"]
+    let spec =
+        &mut claim_crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
+    spec["properties"]
         .as_mapping_mut()
         .context("the claim CRD's spec properties")?
         .remove("objectBucketName");
+    // Nor the transition rules of newer versions, which name the field.
+    spec.as_mapping_mut()
+        .context("the claim CRD's spec schema")?
+        .remove("x-kubernetes-validations");
     env.install_crds(&serde_yaml::to_string(&claim_crd)?)
         .await
         .context("old claim CRD")?;

@@ -388,3 +388,153 @@ async fn teardown_uses_the_recorded_class_when_the_class_is_gone_or_replaced() {
     );
     f.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fields_that_chose_the_bucket_are_refused_by_the_apiserver_once_bound() {
+    let f = Fixture::start().await;
+    f.bound_claim("fixed", &[]).await;
+    for (field, value) in [
+        ("storageClassName", json!("another")),
+        ("bucketName", json!("another-bucket")),
+        ("generateBucketName", json!("other")),
+        ("generateBucketName", json!(null)),
+        ("objectBucketName", json!("obc-apps-other")),
+        ("objectBucketName", json!(null)),
+    ] {
+        let refused = f
+            .patch_claim("fixed", json!({"spec": {field: value}}))
+            .await
+            .expect_err(field);
+        let text = refused.to_string();
+        assert!(
+            text.contains(&format!(
+                "spec.{field} cannot change after the claim is bound"
+            )),
+            "{field}: {text}"
+        );
+    }
+    // What may change still can.
+    f.patch_claim(
+        "fixed",
+        json!({"spec": {"additionalConfig": {"maxSize": "1Gi"}}}),
+    )
+    .await
+    .expect("additionalConfig is mutable");
+    // Before bind, anything may change: a claim waiting for a class that
+    // does not exist can be pointed at one that does.
+    let waiting = ObjectBucketClaim::new(
+        "waiting",
+        ObjectBucketClaimSpec {
+            storage_class_name: "missing".into(),
+            generate_bucket_name: Some("waiting".into()),
+            ..Default::default()
+        },
+    );
+    f.claims()
+        .create(&PostParams::default(), &waiting)
+        .await
+        .expect("claim");
+    f.patch_claim("waiting", json!({"spec": {"storageClassName": "s3"}}))
+        .await
+        .expect("an unbound claim's class can change");
+    wait_phase(&f.admin, NS, "waiting", ClaimPhase::Bound, T)
+        .await
+        .expect("bound once its class exists");
+    f.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn colliding_and_overlong_object_bucket_names_get_one_of_their_own() {
+    let f = Fixture::start().await;
+    let long_ns = "n".repeat(63);
+    let long_name = "c".repeat(200);
+    for ns in ["a-b", "a", long_ns.as_str()] {
+        f.env.ensure_namespace(ns).await.expect("ns");
+    }
+    // "a-b"/"c" takes obc-a-b-c; "a"/"b-c" would have the same name.
+    let spec = || ObjectBucketClaimSpec {
+        storage_class_name: "s3".into(),
+        generate_bucket_name: Some("shared".into()),
+        ..Default::default()
+    };
+    let mut bound = Vec::new();
+    for (ns, name) in [
+        ("a-b", "c"),
+        ("a", "b-c"),
+        (long_ns.as_str(), long_name.as_str()),
+    ] {
+        Api::<ObjectBucketClaim>::namespaced(f.admin.clone(), ns)
+            .create(
+                &PostParams::default(),
+                &ObjectBucketClaim::new(name, spec()),
+            )
+            .await
+            .expect("claim");
+        let c = wait_phase(&f.admin, ns, name, ClaimPhase::Bound, T)
+            .await
+            .unwrap_or_else(|e| panic!("{ns}/{name}: {e:#}"));
+        bound.push(c);
+    }
+    let names: Vec<String> = bound
+        .iter()
+        .map(|c| c.spec.object_bucket_name.clone().expect("bound"))
+        .collect();
+    assert_eq!(names[0], "obc-a-b-c", "the first keeps the default");
+    for (c, name) in bound.iter().zip(&names).skip(1) {
+        assert_eq!(
+            *name,
+            format!("obc-{}", c.metadata.uid.as_deref().expect("uid"))
+        );
+        let events = events_for(
+            &f.admin,
+            c.metadata.namespace.as_deref().expect("ns"),
+            c.metadata.name.as_deref().expect("name"),
+        )
+        .await;
+        assert!(
+            events
+                .iter()
+                .any(|(r, n)| r == "ObjectBucketNamed" && n.contains(name.as_str())),
+            "{events:?}"
+        );
+    }
+    let s3 = f.store.root_client();
+    let mut buckets = Vec::new();
+    for c in &bound {
+        let ob = f.object_bucket(c).await;
+        let r = ob.spec.claim_ref.clone().expect("claimRef");
+        assert_eq!(
+            (r.namespace, r.name),
+            (c.metadata.namespace.clone(), c.metadata.name.clone())
+        );
+        buckets.push(ob.bucket_name().expect("bucket").to_owned());
+    }
+    // Teardown finds each claim's own ObjectBucket.
+    for c in &bound {
+        let api = Api::<ObjectBucketClaim>::namespaced(
+            f.admin.clone(),
+            c.metadata.namespace.as_deref().expect("ns"),
+        );
+        let name = c.metadata.name.as_deref().expect("name");
+        api.delete(name, &DeleteParams::default())
+            .await
+            .expect("delete");
+        wait_gone(&api, name, T).await.expect("claim gone");
+    }
+    for bucket in buckets {
+        assert!(
+            s3.head_bucket().bucket(&bucket).send().await.is_err(),
+            "{bucket} left"
+        );
+    }
+    let obs = Api::<ObjectBucket>::all(f.admin.clone())
+        .list(&Default::default())
+        .await
+        .expect("list");
+    assert!(
+        obs.items.is_empty(),
+        "{} ObjectBuckets left",
+        obs.items.len()
+    );
+    f.stop().await;
+}

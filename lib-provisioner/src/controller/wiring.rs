@@ -17,9 +17,8 @@ use tokio::sync::{mpsc, watch};
 use tracing::{info, warn};
 
 use crate::api::{ClaimPhase, ObjectBucket, ObjectBucketClaim, PROVISIONER_LABEL};
-use crate::names;
 use crate::provisioner::Provisioner;
-use crate::reconcile::{self, Context, bucket, claim};
+use crate::reconcile::{self, Context, bucket, claim, plan};
 use crate::server::Health;
 
 type Feed<K> = BoxStream<'static, Result<K, watcher::Error>>;
@@ -120,10 +119,8 @@ impl Scope {
         )
         .default_backoff()
         .inspect(move |event| {
-            if let Ok(watcher::Event::Delete(claim)) = event
-                && let (Some(ns), Some(name)) = (&claim.metadata.namespace, &claim.metadata.name)
-            {
-                let _ = deleted.send(ObjectRef::new(&names::object_bucket_name(ns, name)));
+            if let Ok(watcher::Event::Delete(claim)) = event {
+                let _ = deleted.send(ObjectRef::new(&plan::object_bucket_name(claim)));
             }
         })
         .touched_objects()

@@ -262,6 +262,10 @@ async fn observe<P: Provisioner>(
         Source::Api => None,
     };
     let ob = async {
+        if ob_name.len() > plan::MAX_OBJECT_NAME_LEN {
+            // No such object can exist (the plan chooses another name).
+            return Ok(None);
+        }
         match cached(&ob_name) {
             Some(ob) => Ok(Some(ObjectBucket::clone(&ob))),
             None => {

@@ -33,7 +33,7 @@ pub(crate) use meta::{
 };
 use meta::{child_is_adopted, claim_status_is_bound, config_refused};
 use names::brownfield_bucket;
-pub(crate) use names::{bucket_name, object_bucket_name};
+pub(crate) use names::{MAX_OBJECT_NAME_LEN, bucket_name, object_bucket_name};
 pub(crate) use teardown::{is_reserved, teardown_plan};
 
 /// What the StorageClass lookup found.
@@ -136,6 +136,10 @@ pub(crate) enum Step {
     Reject(Problem),
     /// The claim waits for something outside it: mark it Pending and retry.
     Wait(Problem),
+    /// Record on a new claim the ObjectBucket name chosen for it, because
+    /// `obc-<ns>-<name>` is taken by another claim or too long. Nothing
+    /// exists for the claim yet; every later step uses the recorded name.
+    NameObjectBucket { name: String },
     /// Add the finalizer and label, and persist a generated bucket name, in
     /// one patch: nothing is created before the claim is protected and its
     /// name fixed.
@@ -208,6 +212,7 @@ impl Step {
             Step::Reject(_)
             | Step::Wait(_)
             | Step::PrepareClaim { .. }
+            | Step::NameObjectBucket { .. }
             | Step::BindClaim
             | Step::MarkClaimBound
             | Step::RemoveClaimFinalizer => true,
@@ -258,6 +263,9 @@ struct Valid<'a> {
 /// `Err` is the step that shows the problem (or ignores the claim).
 fn validate(o: &Observed) -> Result<Valid<'_>, Step> {
     let class = class_of(o)?;
+    if let Some(name) = names::own_object_bucket_name(o) {
+        return Err(Step::NameObjectBucket { name });
+    }
     if let Some(ob) = &o.ob {
         check_object_bucket(o, ob)?;
     }

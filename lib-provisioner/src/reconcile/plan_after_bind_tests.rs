@@ -1,11 +1,15 @@
-//! After bind: a Bound claim whose config changes, and teardown that reads
-//! the ObjectBucket's records rather than the (changed or gone) class.
+//! After bind: a Bound claim whose config changes, teardown that reads the
+//! ObjectBucket's records rather than the (changed or gone) class; and the
+//! ObjectBucket names of new claims whose default name is taken.
 
 use std::collections::BTreeMap;
 
-use super::tests::{bound_state, class, deleting};
+use super::tests::{bound_state, class, deleting, generated_claim, ob_for, observed};
 use super::*;
-use crate::api::{APPLIED_CONFIG_ANNOTATION, CLASS_PARAMETERS_ANNOTATION, ClaimPhase};
+use crate::api::{
+    APPLIED_CONFIG_ANNOTATION, CLASS_PARAMETERS_ANNOTATION, ClaimPhase,
+    OBJECT_BUCKET_NAME_ANNOTATION,
+};
 use crate::reconcile::status;
 
 fn with_config(mut o: Observed, key: &str, value: &str) -> Observed {
@@ -131,4 +135,71 @@ fn an_edited_storage_class_name_never_lends_its_parameters() {
     // The claim's class ("buckets") is not the one the bucket came from.
     assert_eq!(records::parameters_for(o.ob.as_ref(), &o.class), None);
     assert!(records::missing(o.ob.as_ref().expect("ob"), &o.claim, &o.class).is_empty());
+}
+
+fn other_claims_object_bucket(c: &ObjectBucketClaim, ns: &str, name: &str) -> ObjectBucket {
+    let mut ob = ob_for(c, "theirs-abcd1234", Some("greenfield"));
+    if let Some(r) = ob.spec.claim_ref.as_mut() {
+        r.namespace = Some(ns.into());
+        r.name = Some(name.into());
+        r.uid = Some("their-uid".into());
+    }
+    ob
+}
+
+#[test]
+fn a_name_taken_by_a_claim_elsewhere_gets_a_name_of_its_own() {
+    // "team"/"photos" and "team-photos"/… would not collide, but
+    // "a-b"/"c" and "a"/"b-c" both map to obc-a-b-c.
+    let c = generated_claim();
+    let mut o = observed(c.clone(), class(&[], None));
+    o.ob = Some(other_claims_object_bucket(&c, "team-x", "y"));
+    assert_eq!(
+        next_step(&o),
+        Step::NameObjectBucket {
+            name: "obc-uid-1".into()
+        }
+    );
+    // Recorded: the claim's ObjectBucket is the new name from now on.
+    o.claim
+        .metadata
+        .annotations
+        .get_or_insert_default()
+        .insert(OBJECT_BUCKET_NAME_ANNOTATION.into(), "obc-uid-1".into());
+    o.ob = None;
+    assert_eq!(object_bucket_name(&o.claim), "obc-uid-1");
+    assert!(matches!(next_step(&o), Step::PrepareClaim { .. }));
+}
+
+#[test]
+fn a_default_name_over_253_characters_is_replaced() {
+    let mut c = generated_claim();
+    c.metadata.namespace = Some("n".repeat(63));
+    c.metadata.name = Some("c".repeat(200));
+    let o = observed(c, class(&[], None));
+    assert_eq!(
+        next_step(&o),
+        Step::NameObjectBucket {
+            name: "obc-uid-1".into()
+        }
+    );
+}
+
+#[test]
+fn bound_and_recreated_claims_keep_the_name_they_have() {
+    // Bound: the binding is not moved, whatever the ObjectBucket says.
+    let mut o = bound_state();
+    let theirs = other_claims_object_bucket(&o.claim, "team-x", "y");
+    o.ob = Some(theirs);
+    assert!(matches!(next_step(&o), Step::Reject(p) if p.reason == "ObjectBucketTaken"));
+    // A claim recreated with the same namespace and name finds its
+    // predecessor's retained ObjectBucket: it is told so, not renamed.
+    let c = generated_claim();
+    let mut o = observed(c.clone(), class(&[], None));
+    let mut predecessor = ob_for(&c, "old-abcd1234", Some("greenfield"));
+    if let Some(r) = predecessor.spec.claim_ref.as_mut() {
+        r.uid = Some("old-uid".into());
+    }
+    o.ob = Some(predecessor);
+    assert!(matches!(next_step(&o), Step::Reject(p) if p.reason == "ObjectBucketTaken"));
 }

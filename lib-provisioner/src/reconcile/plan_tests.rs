@@ -26,7 +26,7 @@ fn claim(spec: ObjectBucketClaimSpec) -> ObjectBucketClaim {
     c
 }
 
-fn generated_claim() -> ObjectBucketClaim {
+pub(super) fn generated_claim() -> ObjectBucketClaim {
     claim(ObjectBucketClaimSpec {
         storage_class_name: "buckets".into(),
         generate_bucket_name: Some("photos".into()),
@@ -48,7 +48,7 @@ pub(super) fn class(params: &[(&str, &str)], reclaim: Option<&str>) -> ClassStat
     ClassState::Ours(Box::new(c))
 }
 
-fn observed(claim: ObjectBucketClaim, class: ClassState) -> Observed {
+pub(super) fn observed(claim: ObjectBucketClaim, class: ClassState) -> Observed {
     Observed::new(claim, class, LABEL.into())
 }
 
@@ -63,7 +63,7 @@ fn prepare(c: &mut ObjectBucketClaim, generated: Option<&str>) {
     }
 }
 
-fn ob_for(c: &ObjectBucketClaim, bucket: &str, origin: Option<&str>) -> ObjectBucket {
+pub(super) fn ob_for(c: &ObjectBucketClaim, bucket: &str, origin: Option<&str>) -> ObjectBucket {
     let mut ob = ObjectBucket::new(
         "obc-team-photos",
         ObjectBucketSpec {

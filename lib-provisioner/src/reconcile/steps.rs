@@ -41,6 +41,7 @@ pub(super) async fn execute<P: Provisioner>(
             show_problem(o, ctx, ClaimPhase::Pending, &problem).await?;
             Err(Error::Waiting(problem.message))
         }
+        Step::NameObjectBucket { name } => provision::name_object_bucket(name, o, ctx).await,
         Step::PrepareClaim { generate_from } => {
             provision::prepare_claim(generate_from, o, ctx).await
         }

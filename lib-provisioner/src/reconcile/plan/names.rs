@@ -6,24 +6,61 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use super::meta::{annotation, has_finalizer, was_bound};
 use super::{BucketName, Observed, Problem};
 use crate::api::{
-    BROWNFIELD_BUCKET_PARAMETER, BucketOrigin, GENERATED_NAME_ANNOTATION, ObjectBucket,
-    ObjectBucketClaim,
+    BROWNFIELD_BUCKET_PARAMETER, BucketOrigin, GENERATED_NAME_ANNOTATION,
+    OBJECT_BUCKET_NAME_ANNOTATION, ObjectBucket, ObjectBucketClaim,
 };
 use crate::names;
 
-/// The ObjectBucket a claim binds to: the one it names, else `obc-<ns>-<name>`.
+/// The ObjectBucket a claim binds to: the one it names (bound), else the
+/// one chosen for it ([`OBJECT_BUCKET_NAME_ANNOTATION`]), else
+/// `obc-<ns>-<name>`.
 pub(crate) fn object_bucket_name(claim: &ObjectBucketClaim) -> String {
     claim
         .spec
         .object_bucket_name
-        .clone()
+        .as_deref()
         .filter(|n| !n.is_empty())
-        .unwrap_or_else(|| {
-            names::object_bucket_name(
-                claim.metadata.namespace.as_deref().unwrap_or_default(),
-                claim.metadata.name.as_deref().unwrap_or_default(),
-            )
+        .or_else(|| annotation(&claim.metadata, OBJECT_BUCKET_NAME_ANNOTATION))
+        .map(str::to_owned)
+        .unwrap_or_else(|| default_object_bucket_name(claim))
+}
+
+fn default_object_bucket_name(claim: &ObjectBucketClaim) -> String {
+    names::object_bucket_name(
+        claim.metadata.namespace.as_deref().unwrap_or_default(),
+        claim.metadata.name.as_deref().unwrap_or_default(),
+    )
+}
+
+/// Longest object name the apiserver takes (a DNS subdomain).
+pub(crate) const MAX_OBJECT_NAME_LEN: usize = 253;
+
+/// The name a new claim gets instead of `obc-<ns>-<name>` when that is too
+/// long, or is the ObjectBucket of a claim with another namespace or name
+/// (`a-b`/`c` and `a`/`b-c` share it): `obc-<uid>`, unique in the cluster.
+/// `None` when the default serves, or the claim has a name already (chosen,
+/// or bound: existing claims keep theirs). A claim of the same namespace and
+/// name (a recreated claim) is not given another name: it is told that the
+/// retained ObjectBucket of its predecessor holds the name.
+pub(crate) fn own_object_bucket_name(o: &Observed) -> Option<String> {
+    let claim = &o.claim;
+    let chosen = claim
+        .spec
+        .object_bucket_name
+        .as_deref()
+        .is_some_and(|n| !n.is_empty())
+        || annotation(&claim.metadata, OBJECT_BUCKET_NAME_ANNOTATION).is_some();
+    if chosen || was_bound(claim) {
+        return None;
+    }
+    let too_long = default_object_bucket_name(claim).len() > MAX_OBJECT_NAME_LEN;
+    let other_claims = o.ob.as_ref().is_some_and(|ob| {
+        ob.spec.claim_ref.as_ref().is_some_and(|r| {
+            r.namespace != claim.metadata.namespace || r.name != claim.metadata.name
         })
+    });
+    (too_long || other_claims)
+        .then(|| format!("obc-{}", claim.metadata.uid.as_deref().unwrap_or_default()))
 }
 
 pub(crate) fn brownfield_bucket(class: &StorageClass) -> Option<&str> {

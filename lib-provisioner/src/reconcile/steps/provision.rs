@@ -159,3 +159,33 @@ pub(super) async fn record_object_bucket<P: Provisioner>(
     o.ob = Some(writes::annotate_object_bucket(&ctx.client, ob, &records).await?);
     Ok(Flow::Continue)
 }
+
+/// Records the ObjectBucket name chosen for a new claim; the ObjectBucket
+/// the pass saw (another claim's) is not this claim's any more.
+pub(super) async fn name_object_bucket<P: Provisioner>(
+    name: String,
+    o: &mut Observed,
+    ctx: &Context<P>,
+) -> Result<Flow> {
+    let default = plan::object_bucket_name(&o.claim);
+    o.claim = writes::name_object_bucket(&ctx.client, &o.claim, &name).await?;
+    o.ob = None;
+    let why = if default.len() > plan::MAX_OBJECT_NAME_LEN {
+        format!(
+            "the default name obc-<namespace>-<name> is {} characters long (at most {})",
+            default.len(),
+            plan::MAX_OBJECT_NAME_LEN
+        )
+    } else {
+        format!("ObjectBucket {default} belongs to another claim")
+    };
+    ctx.event(
+        &o.claim,
+        EventType::Normal,
+        "ObjectBucketNamed",
+        "Provision",
+        format!("{why}: this claim's ObjectBucket is {name}"),
+    )
+    .await;
+    Ok(Flow::Continue)
+}
