@@ -71,6 +71,11 @@ pub const APPLIED_CONFIG_ANNOTATION: &str = "objectbucket.io/applied-config";
 /// anything is created, and copied into `spec.objectBucketName` at bind.
 pub const OBJECT_BUCKET_NAME_ANNOTATION: &str = "objectbucket.io/object-bucket-name";
 
+/// Annotation on the claim's Secret: the SHA-256 (hex) of the data the
+/// library wrote. A Secret whose data no longer matches (edited by hand) is
+/// restored with fresh credentials; the hash reveals nothing of them.
+pub const SECRET_HASH_ANNOTATION: &str = "objectbucket.io/secret-hash";
+
 /// StorageClass parameter that makes a class brownfield: the named bucket
 /// exists and claims of the class only get access to it.
 pub const BROWNFIELD_BUCKET_PARAMETER: &str = "bucketName";

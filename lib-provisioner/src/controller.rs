@@ -341,6 +341,7 @@ impl<P: Provisioner> ControllerBuilder<P> {
             superseded: Default::default(),
             superseded_buckets: Default::default(),
             in_flight: Default::default(),
+            verified: Default::default(),
         })
     }
 }

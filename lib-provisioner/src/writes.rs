@@ -25,7 +25,9 @@ use crate::provisioner::BucketAccess;
 
 mod children;
 
-pub(crate) use children::{Child, adopt_child, config_map, release_child, secret, write_child};
+pub(crate) use children::{
+    Child, adopt_child, config_map, data_hash, release_child, secret, write_child,
+};
 
 /// Field manager recorded on every write.
 pub const FIELD_MANAGER: &str = "lib-provisioner";

@@ -538,3 +538,133 @@ async fn colliding_and_overlong_object_bucket_names_get_one_of_their_own() {
     );
     f.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn edited_and_deleted_secrets_and_config_maps_are_repaired() {
+    let f = Fixture::start().await;
+    f.bound_claim("drift", &[]).await;
+    let secrets = Api::<Secret>::namespaced(f.admin.clone(), NS);
+    let cms = Api::<ConfigMap>::namespaced(f.admin.clone(), NS);
+    let key_of = |s: &Secret| {
+        String::from_utf8(
+            s.data.as_ref().expect("data")["AWS_ACCESS_KEY_ID"]
+                .0
+                .clone(),
+        )
+        .expect("utf8")
+    };
+    let original = secrets.get("drift").await.expect("secret");
+    let version = |m: &kube::api::ObjectMeta| m.resource_version.clone();
+
+    // Secret data edited by hand: restored with working credentials.
+    secrets
+        .patch(
+            "drift",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"stringData": {"AWS_SECRET_ACCESS_KEY": "tampered"}})),
+        )
+        .await
+        .expect("tamper");
+    let repaired = wait_for(T, "the Secret restored", || async {
+        let s = secrets.get("drift").await?;
+        let v = String::from_utf8(
+            s.data.as_ref().expect("data")["AWS_SECRET_ACCESS_KEY"]
+                .0
+                .clone(),
+        )?;
+        Ok((v != "tampered").then_some(s))
+    })
+    .await
+    .expect("restored");
+    assert_eq!(key_of(&repaired), key_of(&original), "the claim's own user");
+    let (s3, bucket) = f.claim_client("drift").await;
+    wait_for(T, "the restored credentials work", || {
+        let (s3, bucket) = (s3.clone(), bucket.clone());
+        async move {
+            Ok(s3
+                .head_bucket()
+                .bucket(bucket)
+                .send()
+                .await
+                .is_ok()
+                .then_some(()))
+        }
+    })
+    .await
+    .expect("usable");
+
+    // ConfigMap data edited: rewritten from the ObjectBucket.
+    cms.patch(
+        "drift",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"BUCKET_NAME": "someone-elses"}})),
+    )
+    .await
+    .expect("tamper");
+    wait_for(T, "the ConfigMap restored", || async {
+        let cm = cms.get("drift").await?;
+        Ok((cm.data.as_ref().expect("data")["BUCKET_NAME"] == bucket).then_some(()))
+    })
+    .await
+    .expect("restored");
+
+    // Deleted: never left Terminating, written again.
+    for kind in ["Secret", "ConfigMap"] {
+        let before = match kind {
+            "Secret" => {
+                let s = secrets.get("drift").await.expect("secret");
+                secrets
+                    .delete("drift", &DeleteParams::default())
+                    .await
+                    .expect("delete");
+                s.metadata.uid
+            }
+            _ => {
+                let c = cms.get("drift").await.expect("cm");
+                cms.delete("drift", &DeleteParams::default())
+                    .await
+                    .expect("delete");
+                c.metadata.uid
+            }
+        };
+        wait_for(T, format!("the {kind} written again"), || async {
+            let meta = match kind {
+                "Secret" => secrets.get_opt("drift").await?.map(|s| s.metadata),
+                _ => cms.get_opt("drift").await?.map(|c| c.metadata),
+            };
+            Ok(meta.filter(|m| m.uid != before && m.deletion_timestamp.is_none()))
+        })
+        .await
+        .expect("recreated");
+    }
+    let (s3, bucket) = f.claim_client("drift").await;
+    wait_for(T, "the recreated credentials work", || {
+        let (s3, bucket) = (s3.clone(), bucket.clone());
+        async move {
+            Ok(s3
+                .head_bucket()
+                .bucket(bucket)
+                .send()
+                .await
+                .is_ok()
+                .then_some(()))
+        }
+    })
+    .await
+    .expect("usable");
+    let events = events_for(&f.admin, NS, "drift").await;
+    for reason in ["SecretRepaired", "ConfigMapRepaired"] {
+        assert!(
+            events.iter().any(|(r, _)| r == reason),
+            "{reason}: {events:?}"
+        );
+    }
+    // Settled: nothing rewrites the repaired children.
+    let settled = secrets.get("drift").await.expect("secret");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        version(&secrets.get("drift").await.expect("secret").metadata),
+        version(&settled.metadata)
+    );
+    f.stop().await;
+}

@@ -292,6 +292,7 @@ async fn observe<P: Provisioner>(
     o.ob = ob;
     o.secret = secret;
     o.config_map = config_map;
+    super::drift::check(&mut o, ctx).await?;
     Ok(o)
 }
 

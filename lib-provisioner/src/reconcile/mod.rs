@@ -3,6 +3,7 @@
 
 pub(crate) mod bucket;
 pub(crate) mod claim;
+pub(crate) mod drift;
 pub(crate) mod plan;
 pub(crate) mod status;
 mod steps;
@@ -72,6 +73,8 @@ pub(crate) struct Context<P> {
     pub superseded_buckets: Superseded,
     /// UIDs of claims a pass is working on right now.
     pub in_flight: InFlight,
+    /// Children whose contents were verified, at which version.
+    pub verified: drift::Verified,
 }
 
 /// UIDs of claims a claim pass is working on. The ObjectBucket reconciler

@@ -67,6 +67,10 @@ pub(crate) struct Observed {
     /// Secret and ConfigMap contents were checked against `access` in this pass.
     pub secret_synced: bool,
     pub config_map_synced: bool,
+    /// The Secret's data is not what the library wrote (see `drift`).
+    pub secret_drifted: bool,
+    /// The ConfigMap's data is not what the ObjectBucket's endpoint gives.
+    pub config_map_drifted: bool,
     /// The provisioner's teardown ran during this pass.
     pub torn_down: bool,
     /// This pass added the finalizer: a DELETE racing it may still remove
@@ -92,6 +96,8 @@ impl Observed {
             access: None,
             secret_synced: false,
             config_map_synced: false,
+            secret_drifted: false,
+            config_map_drifted: false,
             torn_down: false,
             prepared_now: false,
             bind_pruned: false,
@@ -394,7 +400,8 @@ fn live_step(o: &Observed, v: Valid<'_>) -> Step {
         return create;
     }
     let reserved = o.ob.as_ref().is_some_and(is_reserved);
-    if o.access.is_none() && (o.ob.is_none() || reserved || o.secret.is_none()) {
+    let secret_needed = o.secret.is_none() || o.secret_drifted || is_deleting(o.secret.as_ref());
+    if o.access.is_none() && (o.ob.is_none() || reserved || secret_needed) {
         return Step::ObtainAccess {
             bucket_name,
             origin: v.origin,
@@ -427,6 +434,14 @@ fn live_step(o: &Observed, v: Valid<'_>) -> Step {
 /// The Secret and ConfigMap: written when missing or when fresh access was
 /// obtained, adopted when another version wrote them.
 fn children_step(o: &Observed) -> Option<Step> {
+    // A child a user deleted is let go (it would hang in Terminating on our
+    // finalizer), then written anew.
+    if is_deleting(o.secret.as_ref()) {
+        return Some(Step::ReleaseSecret);
+    }
+    if is_deleting(o.config_map.as_ref()) {
+        return Some(Step::ReleaseConfigMap);
+    }
     if o.secret.is_none() || (o.access.is_some() && !o.secret_synced) {
         return Some(Step::WriteSecret);
     }
@@ -436,7 +451,10 @@ fn children_step(o: &Observed) -> Option<Step> {
     {
         return Some(Step::AdoptSecret);
     }
-    if o.config_map.is_none() || (o.access.is_some() && !o.config_map_synced) {
+    if o.config_map.is_none()
+        || o.config_map_drifted
+        || (o.access.is_some() && !o.config_map_synced)
+    {
         return Some(Step::WriteConfigMap);
     }
     if o.config_map
@@ -446,6 +464,11 @@ fn children_step(o: &Observed) -> Option<Step> {
         return Some(Step::AdoptConfigMap);
     }
     None
+}
+
+/// A child of ours whose deletion was requested.
+fn is_deleting(meta: Option<&ObjectMeta>) -> bool {
+    meta.is_some_and(|m| m.deletion_timestamp.is_some() && has_finalizer(m))
 }
 
 /// The binding, recorded on the claim, then on both statuses.

@@ -203,3 +203,50 @@ fn bound_and_recreated_claims_keep_the_name_they_have() {
     o.ob = Some(predecessor);
     assert!(matches!(next_step(&o), Step::Reject(p) if p.reason == "ObjectBucketTaken"));
 }
+
+#[test]
+fn an_edited_secret_gets_fresh_credentials_and_an_edited_config_map_is_rewritten() {
+    let mut o = bound_state();
+    o.secret_drifted = true;
+    assert!(matches!(next_step(&o), Step::ObtainAccess { .. }));
+    o.access = Some(crate::provisioner::BucketAccess::new(
+        "s3.local",
+        9000,
+        crate::provisioner::Credentials::new("id", "secret"),
+    ));
+    assert_eq!(next_step(&o), Step::WriteSecret);
+
+    let mut o = bound_state();
+    o.config_map_drifted = true;
+    assert_eq!(next_step(&o), Step::WriteConfigMap);
+}
+
+#[test]
+fn a_child_deleted_by_a_user_is_released_then_written_again() {
+    let mut o = bound_state();
+    if let Some(s) = o.secret.as_mut() {
+        s.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            jiff::Timestamp::now(),
+        ));
+    }
+    // Credentials first (the Secret's data goes with it), then let it go.
+    assert!(matches!(next_step(&o), Step::ObtainAccess { .. }));
+    o.access = Some(crate::provisioner::BucketAccess::new(
+        "s3.local",
+        9000,
+        crate::provisioner::Credentials::new("id", "secret"),
+    ));
+    assert_eq!(next_step(&o), Step::ReleaseSecret);
+    o.secret = None;
+    assert_eq!(next_step(&o), Step::WriteSecret);
+
+    let mut o = bound_state();
+    if let Some(c) = o.config_map.as_mut() {
+        c.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            jiff::Timestamp::now(),
+        ));
+    }
+    assert_eq!(next_step(&o), Step::ReleaseConfigMap);
+    o.config_map = None;
+    assert_eq!(next_step(&o), Step::WriteConfigMap);
+}

@@ -11,7 +11,8 @@ use kube::{Client, Resource, ResourceExt};
 
 use super::{adopt_patch, owner_reference, params, post_params, release_patch};
 use crate::api::{
-    Endpoint, FINALIZER, ObjectBucketClaim, PROVISIONER_LABEL, config_map_keys, secret_keys,
+    Endpoint, FINALIZER, ObjectBucketClaim, PROVISIONER_LABEL, SECRET_HASH_ANNOTATION,
+    config_map_keys, secret_keys,
 };
 use crate::error::{Error, Result, is_status};
 use crate::provisioner::Credentials;
@@ -37,12 +38,45 @@ pub(crate) trait Child:
 impl Child for Secret {
     const KIND: &'static str = "Secret";
     fn same_payload(&self, desired: &Self) -> bool {
-        self.data == desired.data
+        self.data == desired.data && secret_hash(self) == secret_hash(desired)
     }
     fn take_payload(&mut self, desired: Self) {
+        if let Some(hash) = secret_hash(&desired) {
+            self.metadata
+                .annotations
+                .get_or_insert_default()
+                .insert(SECRET_HASH_ANNOTATION.to_owned(), hash.to_owned());
+        }
         self.data = desired.data;
         self.string_data = None;
     }
+}
+
+fn secret_hash(secret: &Secret) -> Option<&str> {
+    secret
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(SECRET_HASH_ANNOTATION))
+        .map(String::as_str)
+}
+
+/// SHA-256 (hex) of a Secret's data: keys and values, each followed by a
+/// NUL, in key order.
+pub(crate) fn data_hash(data: Option<&BTreeMap<String, ByteString>>) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    for (key, value) in data.into_iter().flatten() {
+        hasher.update(key.as_bytes());
+        hasher.update([0]);
+        hasher.update(&value.0);
+        hasher.update([0]);
+    }
+    hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 impl Child for ConfigMap {
@@ -75,7 +109,7 @@ pub(crate) fn secret(
     label: &str,
     credentials: &Credentials,
 ) -> Result<Secret> {
-    Ok(Secret {
+    let mut secret = Secret {
         metadata: child_meta(claim, label)?,
         type_: Some("Opaque".to_owned()),
         data: Some(BTreeMap::from([
@@ -89,7 +123,10 @@ pub(crate) fn secret(
             ),
         ])),
         ..Default::default()
-    })
+    };
+    let hash = data_hash(secret.data.as_ref());
+    secret.metadata.annotations = Some(BTreeMap::from([(SECRET_HASH_ANNOTATION.to_owned(), hash)]));
+    Ok(secret)
 }
 
 /// The claim's ConfigMap, from the ObjectBucket's endpoint.

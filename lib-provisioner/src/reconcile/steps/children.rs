@@ -1,6 +1,7 @@
 //! The claim's Secret and ConfigMap: written, taken over, released.
 
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::runtime::events::EventType;
 
 use crate::error::{Error, Result};
 use crate::failpoint;
@@ -20,9 +21,20 @@ pub(super) async fn write_secret<P: Provisioner>(
         .as_ref()
         .ok_or(Error::MissingField("bucket access"))?;
     let secret = writes::secret(&o.claim, &ctx.label, &access.credentials)?;
-    o.secret = Some(writes::write_child(&ctx.client, &o.claim, secret).await?);
+    let written = writes::write_child(&ctx.client, &o.claim, secret).await?;
+    ctx.verified.record(&written);
+    o.secret = Some(written);
     o.secret_synced = true;
     failpoint::hit("after-secret-written");
+    if std::mem::take(&mut o.secret_drifted) {
+        restored(
+            o,
+            ctx,
+            "Secret",
+            "its data had been changed; it holds fresh credentials again",
+        )
+        .await;
+    }
     Ok(Flow::Continue)
 }
 
@@ -46,9 +58,20 @@ pub(super) async fn write_config_map<P: Provisioner>(
             .and_then(|ob| ob.spec.endpoint.clone())
             .ok_or(Error::MissingField("ObjectBucket endpoint"))?;
     let cm = writes::config_map(&o.claim, &ctx.label, &endpoint)?;
-    o.config_map = Some(writes::write_child(&ctx.client, &o.claim, cm).await?);
+    let written = writes::write_child(&ctx.client, &o.claim, cm).await?;
+    ctx.verified.record(&written);
+    o.config_map = Some(written);
     o.config_map_synced = true;
     failpoint::hit("after-config-map-written");
+    if std::mem::take(&mut o.config_map_drifted) {
+        restored(
+            o,
+            ctx,
+            "ConfigMap",
+            "its data had been changed; it is the ObjectBucket's endpoint again",
+        )
+        .await;
+    }
     Ok(Flow::Continue)
 }
 
@@ -72,7 +95,17 @@ pub(super) async fn release_secret<P: Provisioner>(
 ) -> Result<Flow> {
     let meta = o.secret.take().ok_or(Error::MissingField("Secret"))?;
     writes::release_child::<Secret>(&ctx.client, &meta).await?;
+    ctx.verified.forget(&meta);
     failpoint::hit("after-secret-released");
+    if o.claim.metadata.deletion_timestamp.is_none() {
+        restored(
+            o,
+            ctx,
+            "Secret",
+            "it was deleted while the claim lives; it is released and written again",
+        )
+        .await;
+    }
     Ok(Flow::Continue)
 }
 
@@ -86,6 +119,29 @@ pub(super) async fn release_config_map<P: Provisioner>(
         .take()
         .ok_or(Error::MissingField("ConfigMap"))?;
     writes::release_child::<ConfigMap>(&ctx.client, &meta).await?;
+    ctx.verified.forget(&meta);
     failpoint::hit("after-config-map-released");
+    if o.claim.metadata.deletion_timestamp.is_none() {
+        restored(
+            o,
+            ctx,
+            "ConfigMap",
+            "it was deleted while the claim lives; it is released and written again",
+        )
+        .await;
+    }
     Ok(Flow::Continue)
+}
+
+/// Tells the claim's owner that a child was repaired.
+async fn restored<P: Provisioner>(o: &Observed, ctx: &Context<P>, kind: &str, what: &str) {
+    let name = o.claim.metadata.name.as_deref().unwrap_or_default();
+    ctx.event(
+        &o.claim,
+        EventType::Warning,
+        &format!("{kind}Repaired"),
+        "Repair",
+        format!("{kind} {name:?}: {what}"),
+    )
+    .await;
 }
