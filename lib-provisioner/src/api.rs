@@ -76,6 +76,27 @@ pub const OBJECT_BUCKET_NAME_ANNOTATION: &str = "objectbucket.io/object-bucket-n
 /// restored with fresh credentials; the hash reveals nothing of them.
 pub const SECRET_HASH_ANNOTATION: &str = "objectbucket.io/secret-hash";
 
+/// Annotation a user sets on a Bound claim to rotate its credentials: any
+/// new value (a timestamp, say: `kubectl annotate obc photos
+/// objectbucket.io/rotate-credentials="$(date -u +%FT%TZ)" --overwrite`).
+/// New credentials are issued, the Secret is switched to them, then the
+/// previous ones are revoked; the `CredentialsRotated` condition and an
+/// Event tell when it is done.
+pub const ROTATE_ANNOTATION: &str = "objectbucket.io/rotate-credentials";
+
+/// Annotation on an ObjectBucket: the rotation (the claim's
+/// [`ROTATE_ANNOTATION`] value) under way. Written before new credentials
+/// are issued, so a restart finishes it rather than starting another.
+pub const ROTATION_PENDING_ANNOTATION: &str = "objectbucket.io/rotation-pending";
+
+/// Annotation on an ObjectBucket: the access key id the pending rotation
+/// replaces (not a secret), revoked once the Secret holds the new one.
+pub const ROTATION_PREVIOUS_KEY_ANNOTATION: &str = "objectbucket.io/rotation-previous-key";
+
+/// Annotation on an ObjectBucket: the last rotation done, or refused by the
+/// provisioner (then the claim's `CredentialsRotated` condition says why).
+pub const ROTATED_ANNOTATION: &str = "objectbucket.io/rotated";
+
 /// StorageClass parameter that makes a class brownfield: the named bucket
 /// exists and claims of the class only get access to it.
 pub const BROWNFIELD_BUCKET_PARAMETER: &str = "bucketName";

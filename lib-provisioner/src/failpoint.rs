@@ -31,9 +31,18 @@ pub const POINTS: &[&str] = &[
 ];
 
 /// Points reached only after bind, by a change to a Bound claim (its
-/// `additionalConfig` updated): walked by their own reliability test, since
-/// provisioning and deletion never reach them.
-pub const AFTER_BIND_POINTS: &[&str] = &["after-bucket-updated", "after-config-recorded"];
+/// `additionalConfig` updated, its credentials rotated): walked by their own
+/// reliability test, since provisioning and deletion never reach them.
+pub const AFTER_BIND_POINTS: &[&str] = &[
+    // An update of additionalConfig.
+    "after-bucket-updated",
+    "after-config-recorded",
+    // A rotation of credentials (the Secret's switch is after-secret-written).
+    "after-rotation-started",
+    "after-credentials-rotated",
+    "after-previous-credentials-revoked",
+    "after-rotation-finished",
+];
 
 /// Aborts the process if `name` is armed.
 #[inline]
@@ -80,6 +89,7 @@ mod tests {
             include_str!("reconcile/steps/bind.rs"),
             include_str!("reconcile/steps/children.rs"),
             include_str!("reconcile/steps/provision.rs"),
+            include_str!("reconcile/steps/rotation.rs"),
             include_str!("reconcile/steps/teardown.rs"),
             include_str!("reconcile/steps/update.rs"),
             include_str!("writes.rs"),

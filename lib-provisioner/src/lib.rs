@@ -34,6 +34,8 @@ pub use controller::{ControllerBuilder, DEFAULT_PROVISIONER_TIMEOUT, WatchScope}
 pub use error::{Error, RunError};
 pub use provisioner::{
     BucketAccess, BucketRequest, ClaimIdentity, Credentials, ProvisionError, Provisioner,
-    TeardownRequest, UpdateRequest,
+    RotationRequest, TeardownRequest, UpdateRequest,
 };
-pub use reconcile::status::{BOUND_CONDITION, CONFIG_APPLIED_CONDITION};
+pub use reconcile::status::{
+    BOUND_CONDITION, CONFIG_APPLIED_CONDITION, CREDENTIALS_ROTATED_CONDITION,
+};

@@ -315,6 +315,31 @@ pub(crate) async fn annotate_object_bucket(
         .map_err(Error::kube("record on the ObjectBucket"))
 }
 
+/// Sets (`Some`) or removes (`None`) annotations on an ObjectBucket, and
+/// optionally replaces its `spec.additionalState`, in one patch guarded by
+/// its `resourceVersion`.
+pub(crate) async fn set_object_bucket_annotations(
+    client: &Client,
+    ob: &ObjectBucket,
+    annotations: &[(&'static str, Option<String>)],
+    additional_state: Option<&BTreeMap<String, String>>,
+) -> Result<ObjectBucket> {
+    let annotations: BTreeMap<&str, Option<&str>> = annotations
+        .iter()
+        .map(|(k, v)| (*k, v.as_deref()))
+        .collect();
+    let mut patch = json!({
+        "metadata": { "resourceVersion": ob.metadata.resource_version, "annotations": annotations }
+    });
+    if let Some(state) = additional_state {
+        patch["spec"] = json!({ "additionalState": state });
+    }
+    Api::<ObjectBucket>::all(client.clone())
+        .patch(&ob.name_any(), &params(), &Patch::Merge(patch))
+        .await
+        .map_err(Error::kube("record on the ObjectBucket"))
+}
+
 /// Sets the ObjectBucket's status phase.
 pub(crate) async fn set_object_bucket_phase(
     client: &Client,

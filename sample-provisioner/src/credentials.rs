@@ -31,7 +31,7 @@ mod per_claim;
 
 pub use per_claim::{
     ACCESS_KEY, POINTS, POLICY_KEY, PerClaimCredentials, USER_KEY, policy_document, policy_name,
-    user_name,
+    rotated_user_name, user_name,
 };
 
 /// `additional_state` key naming how a claim's credentials were issued.
@@ -110,6 +110,33 @@ pub trait CredentialIssuer: Send + Sync + 'static {
         req: &CredentialRequest<'_>,
         state: &BTreeMap<String, String>,
     ) -> Result<(), ProvisionError>;
+
+    /// New credentials for the claim while `previous` (an access key id)
+    /// keeps working; repeated after a crash before the claim's Secret held
+    /// them. The default cannot rotate.
+    async fn rotate(
+        &self,
+        store: &StoreAdmin,
+        req: &CredentialRequest<'_>,
+        previous: &str,
+    ) -> Result<IssuedCredentials, ProvisionError> {
+        let _ = (store, req, previous);
+        Err(ProvisionError::unsupported(format!(
+            "credentialsMode {} cannot rotate a claim's credentials",
+            self.mode()
+        )))
+    }
+
+    /// Revokes `previous`, which the claim's Secret no longer holds.
+    async fn revoke_previous(
+        &self,
+        store: &StoreAdmin,
+        req: &CredentialRequest<'_>,
+        previous: &str,
+    ) -> Result<(), ProvisionError> {
+        let _ = (store, req, previous);
+        Ok(())
+    }
 }
 
 /// Hands every claim the StorageClass's admin credentials.
@@ -136,6 +163,18 @@ impl SharedAdminCredentials {
 impl CredentialIssuer for SharedAdminCredentials {
     fn mode(&self) -> &'static str {
         SHARED_ADMIN_MODE
+    }
+
+    async fn rotate(
+        &self,
+        _store: &StoreAdmin,
+        req: &CredentialRequest<'_>,
+        _previous: &str,
+    ) -> Result<IssuedCredentials, ProvisionError> {
+        Err(ProvisionError::unsupported(format!(
+            "StorageClass {:?} uses credentialsMode shared-admin: every claim holds the class's admin key, which only the store's administrator can rotate (then update the admin Secret and delete the claims' Secrets to hand the new key out); use credentialsMode per-claim for claims with credentials of their own",
+            req.storage_class
+        )))
     }
 
     fn revoke_needs_store(&self) -> bool {

@@ -13,8 +13,8 @@ use kube::{Api, Client};
 use lib_provisioner::api::secret_keys::{ACCESS_KEY_ID, SECRET_ACCESS_KEY};
 use lib_provisioner::api::{GENERATED_NAME_ANNOTATION, ObjectBucketClaim};
 use lib_provisioner::{
-    BucketAccess, BucketRequest, Credentials, ProvisionError, Provisioner, TeardownRequest,
-    UpdateRequest,
+    BucketAccess, BucketRequest, Credentials, ProvisionError, Provisioner, RotationRequest,
+    TeardownRequest, UpdateRequest,
 };
 use tracing::{debug, info};
 
@@ -203,6 +203,17 @@ impl S3Provisioner {
         let issued = issuer
             .issue(&r.admin, &credential_request(req, access))
             .await?;
+        Ok(self.access_for(r, issuer.as_ref(), issued))
+    }
+
+    /// What the claim's Secret, ConfigMap and ObjectBucket get from issued
+    /// credentials.
+    fn access_for(
+        &self,
+        r: &Resolved,
+        issuer: &dyn CredentialIssuer,
+        issued: crate::credentials::IssuedCredentials,
+    ) -> BucketAccess {
         let mut access = BucketAccess::new(
             r.params.endpoint.host.clone(),
             i32::from(r.params.endpoint.port),
@@ -214,7 +225,32 @@ impl S3Provisioner {
             .additional_state
             .entry(CREDENTIALS_MODE_KEY.to_owned())
             .or_insert_with(|| issuer.mode().to_owned());
-        Ok(access)
+        access
+    }
+
+    /// The class (as recorded at bind), the issuer of the claim's
+    /// credentials, and the access they carry, for a rotation.
+    async fn rotation_parts(
+        &self,
+        req: &RotationRequest,
+    ) -> Result<(Resolved, Arc<dyn CredentialIssuer>, Access), ProvisionError> {
+        let b = &req.bucket;
+        let r = self.resolve(&b.storage_class_name, &b.parameters).await?;
+        let mode = req
+            .additional_state
+            .get(CREDENTIALS_MODE_KEY)
+            .map(String::as_str)
+            .unwrap_or(r.params.credentials_mode);
+        let issuer = self.issuer(mode).cloned().ok_or_else(|| {
+            ProvisionError::permanent(format!(
+                "the claim's credentials were issued in mode {mode:?}, which this provisioner does not offer"
+            ))
+        })?;
+        let access = match req.additional_state.get(crate::credentials::ACCESS_KEY) {
+            Some(a) if a == Access::ReadOnly.as_str() => Access::ReadOnly,
+            _ => Access::ReadWrite,
+        };
+        Ok((r, issuer, access))
     }
 
     /// Sets the hard quota of a bucket created for a claim.
@@ -512,6 +548,31 @@ impl Provisioner for S3Provisioner {
 
     async fn revoke(&self, req: &TeardownRequest) -> Result<(), ProvisionError> {
         self.revoke_credentials(req, None).await
+    }
+
+    /// Issues the claim's other user (per-claim credentials); shared-admin
+    /// classes cannot rotate (every claim holds the admin key).
+    async fn rotate(&self, req: &RotationRequest) -> Result<BucketAccess, ProvisionError> {
+        let (r, issuer, creq_access) = self.rotation_parts(req).await?;
+        let issued = issuer
+            .rotate(
+                &r.admin,
+                &credential_request(&req.bucket, creq_access),
+                &req.previous_access_key_id,
+            )
+            .await?;
+        Ok(self.access_for(&r, issuer.as_ref(), issued))
+    }
+
+    async fn revoke_previous(&self, req: &RotationRequest) -> Result<(), ProvisionError> {
+        let (r, issuer, access) = self.rotation_parts(req).await?;
+        issuer
+            .revoke_previous(
+                &r.admin,
+                &credential_request(&req.bucket, access),
+                &req.previous_access_key_id,
+            )
+            .await
     }
 
     /// Applies a changed `maxSize` (set, raised, lowered or removed); refuses

@@ -97,7 +97,11 @@ impl Fixture {
 
     /// A greenfield class of the sample (Delete, forceDelete) at `endpoint`.
     async fn class(&self, name: &str, endpoint: &str) {
-        let class: StorageClass = serde_json::from_value(json!({
+        self.class_with(name, endpoint, &[]).await;
+    }
+
+    async fn class_with(&self, name: &str, endpoint: &str, extra: &[(&str, &str)]) {
+        let mut class: StorageClass = serde_json::from_value(json!({
             "metadata": {"name": name},
             "provisioner": "objectbucket.io/sample-s3",
             "reclaimPolicy": "Delete",
@@ -109,6 +113,10 @@ impl Fixture {
             }
         }))
         .expect("class");
+        let params = class.parameters.get_or_insert_default();
+        for (k, v) in extra {
+            params.insert((*k).to_owned(), (*v).to_owned());
+        }
         Api::<StorageClass>::all(self.admin.clone())
             .create(&PostParams::default(), &class)
             .await
@@ -128,8 +136,17 @@ impl Fixture {
     }
 
     async fn bound_claim(&self, name: &str, config: &[(&str, &str)]) -> ObjectBucketClaim {
+        self.bound_claim_of("s3", name, config).await
+    }
+
+    async fn bound_claim_of(
+        &self,
+        class: &str,
+        name: &str,
+        config: &[(&str, &str)],
+    ) -> ObjectBucketClaim {
         let spec = ObjectBucketClaimSpec {
-            storage_class_name: "s3".into(),
+            storage_class_name: class.into(),
             generate_bucket_name: Some(name.into()),
             additional_config: (!config.is_empty()).then(|| {
                 config
@@ -666,5 +683,153 @@ async fn edited_and_deleted_secrets_and_config_maps_are_repaired() {
         version(&secrets.get("drift").await.expect("secret").metadata),
         version(&settled.metadata)
     );
+    f.stop().await;
+}
+
+fn secret_value(s: &Secret, key: &str) -> String {
+    String::from_utf8(s.data.as_ref().expect("data")[key].0.clone()).expect("utf8")
+}
+
+/// The claim's users on the store (its own and the one a rotation
+/// alternates with).
+async fn users_of(f: &Fixture, uid: &str) -> Vec<String> {
+    let (ak, sk) = f.store.root_credentials();
+    let admin = sample_provisioner::admin::AdminClient::new(
+        &f.endpoint(),
+        "us-east-1",
+        lib_provisioner::Credentials::new(ak, sk),
+    )
+    .expect("admin client");
+    let mine = [
+        sample_provisioner::credentials::user_name(uid),
+        sample_provisioner::credentials::rotated_user_name(uid),
+    ];
+    admin
+        .list_users()
+        .await
+        .expect("users")
+        .into_keys()
+        .filter(|u| mine.contains(u))
+        .collect()
+}
+
+async fn rotate(f: &Fixture, name: &str, value: &str) {
+    f.patch_claim(
+        name,
+        json!({"metadata": {"annotations": {lib_provisioner::api::ROTATE_ANNOTATION: value}}}),
+    )
+    .await
+    .expect("annotate");
+}
+
+/// Waits until the claim's `CredentialsRotated` condition is `status` and
+/// its message names `value`.
+async fn wait_rotated(f: &Fixture, name: &str, status: &str, value: &str) -> ObjectBucketClaim {
+    let api = f.claims();
+    wait_for(
+        T,
+        format!("{name}: CredentialsRotated={status} ({value})"),
+        || async {
+            let c = api.get(name).await?;
+            let ok = c.status.as_ref().is_some_and(|s| {
+                s.conditions.iter().any(|k| {
+                    k.type_ == lib_provisioner::CREDENTIALS_ROTATED_CONDITION
+                        && k.status == status
+                        && k.message.contains(value)
+                })
+            });
+            Ok(ok.then_some(c))
+        },
+    )
+    .await
+    .expect("rotation")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn credentials_rotate_new_then_switch_then_revoke_and_a_shared_key_says_it_cannot() {
+    let f = Fixture::start().await;
+    let claim = f.bound_claim("rot", &[]).await;
+    let uid = claim.metadata.uid.clone().expect("uid");
+    let secrets = Api::<Secret>::namespaced(f.admin.clone(), NS);
+    let (old_client, bucket) = f.claim_client("rot").await;
+    let old_key = secret_value(
+        &secrets.get("rot").await.expect("secret"),
+        "AWS_ACCESS_KEY_ID",
+    );
+    for (value, round) in [("2026-12-04T18:00:00Z", 1), ("2026-12-04T19:00:00Z", 2)] {
+        rotate(&f, "rot", value).await;
+        let c = wait_rotated(&f, "rot", "True", value).await;
+        assert_eq!(
+            c.status.as_ref().and_then(|s| s.phase),
+            Some(ClaimPhase::Bound)
+        );
+        let s = secrets.get("rot").await.expect("secret");
+        let key = secret_value(&s, "AWS_ACCESS_KEY_ID");
+        // Alternates between the claim's two users; only the current lives.
+        assert_eq!(key != old_key, round == 1, "round {round}: {key}");
+        assert_eq!(users_of(&f, &uid).await, vec![key.clone()], "round {round}");
+        let (client, _) = f.claim_client("rot").await;
+        client
+            .put_object()
+            .bucket(&bucket)
+            .key(format!("round-{round}"))
+            .body(aws_sdk_s3::primitives::ByteStream::from_static(b"x"))
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("round {round}: the new key works: {e:?}"));
+        let ob = f.object_bucket(&c).await;
+        let a = ob.metadata.annotations.clone().unwrap_or_default();
+        assert_eq!(
+            a.get(lib_provisioner::api::ROTATED_ANNOTATION)
+                .map(String::as_str),
+            Some(value)
+        );
+        assert!(!a.contains_key(lib_provisioner::api::ROTATION_PENDING_ANNOTATION));
+    }
+    // The first key was revoked in round 1 (and its user came back with a
+    // fresh secret in round 2): the old secret no longer works.
+    assert!(
+        old_client
+            .head_bucket()
+            .bucket(&bucket)
+            .send()
+            .await
+            .is_err(),
+        "the first credentials still work"
+    );
+    let events = events_for(&f.admin, NS, "rot").await;
+    assert!(events.iter().any(|(r, _)| r == "Rotated"), "{events:?}");
+
+    // A shared-admin class cannot rotate: it says so, keeps the credentials.
+    f.class_with(
+        "s3-shared",
+        &f.endpoint(),
+        &[("credentialsMode", "shared-admin")],
+    )
+    .await;
+    f.bound_claim_of("s3-shared", "shared", &[]).await;
+    let before = secrets.get("shared").await.expect("secret");
+    rotate(&f, "shared", "now").await;
+    let c = wait_rotated(&f, "shared", "False", "now").await;
+    let reason = c.status.as_ref().and_then(|s| {
+        s.conditions
+            .iter()
+            .find(|k| k.type_ == lib_provisioner::CREDENTIALS_ROTATED_CONDITION)
+            .map(|k| k.reason.clone())
+    });
+    assert_eq!(reason.as_deref(), Some("RotationNotSupported"));
+    assert_eq!(
+        secrets.get("shared").await.expect("secret").data,
+        before.data,
+        "the shared key is kept"
+    );
+
+    // Teardown removes whichever users the claim has.
+    f.claims()
+        .delete("rot", &DeleteParams::default())
+        .await
+        .expect("delete");
+    wait_gone(&f.claims(), "rot", T).await.expect("gone");
+    assert!(users_of(&f, &uid).await.is_empty());
     f.stop().await;
 }

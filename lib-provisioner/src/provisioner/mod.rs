@@ -73,7 +73,7 @@ use async_trait::async_trait;
 
 pub use access::{BucketAccess, Credentials};
 pub use error::{BoxError, ErrorKind, ProvisionError};
-pub use request::{BucketRequest, ClaimIdentity, TeardownRequest, UpdateRequest};
+pub use request::{BucketRequest, ClaimIdentity, RotationRequest, TeardownRequest, UpdateRequest};
 
 /// An object store backend. See the [module docs](self) for the contract.
 ///
@@ -113,6 +113,31 @@ pub trait Provisioner: Send + Sync + 'static {
             "this provisioner does not apply changes to spec.additionalConfig after the bucket is provisioned: restore the previous value, or create a new claim with the config you need",
         ))
     }
+
+    /// Issue new credentials for a Bound claim's bucket while the previous
+    /// ones (`req.previous_access_key_id`) keep working: the library writes
+    /// them into the claim's Secret, then calls
+    /// [`revoke_previous`](Self::revoke_previous). Called again after a
+    /// crash before the Secret was switched (with the same `req.rotation`):
+    /// credentials issued by the earlier call and never handed out may be
+    /// replaced.
+    ///
+    /// The default cannot rotate and says so: the claim gets a
+    /// `CredentialsRotated=False` condition and an Event.
+    async fn rotate(&self, req: &RotationRequest) -> Result<BucketAccess, ProvisionError> {
+        let _ = req;
+        Err(ProvisionError::unsupported(
+            "this provisioner cannot rotate credentials: delete the claim's Secret to have credentials issued anew (the old ones are revoked when the claim is deleted), or remove the annotation",
+        ))
+    }
+
+    /// Revoke `req.previous_access_key_id`, which the claim's Secret no
+    /// longer holds. Idempotent: called again after a crash. The default
+    /// does nothing (for provisioners that cannot rotate).
+    async fn revoke_previous(&self, req: &RotationRequest) -> Result<(), ProvisionError> {
+        let _ = req;
+        Ok(())
+    }
 }
 
 macro_rules! forward {
@@ -133,6 +158,12 @@ macro_rules! forward {
             }
             async fn update(&self, req: &UpdateRequest) -> Result<(), ProvisionError> {
                 (**self).update(req).await
+            }
+            async fn rotate(&self, req: &RotationRequest) -> Result<BucketAccess, ProvisionError> {
+                (**self).rotate(req).await
+            }
+            async fn revoke_previous(&self, req: &RotationRequest) -> Result<(), ProvisionError> {
+                (**self).revoke_previous(req).await
             }
         }
     )*};

@@ -352,3 +352,51 @@ impl TeardownRequest {
         }
     }
 }
+
+/// A rotation of a Bound claim's credentials, for
+/// [`Provisioner::rotate`](super::Provisioner::rotate) and
+/// [`Provisioner::revoke_previous`](super::Provisioner::revoke_previous).
+///
+/// ```
+/// use lib_provisioner::provisioner::{BucketRequest, ClaimIdentity, RotationRequest};
+/// let bucket = BucketRequest::new(ClaimIdentity::new("shop", "photos", "uid-1"), "photos-x7k2", "s3");
+/// let req = RotationRequest::new(bucket, "2026-12-04T18:00:00Z", "obc-old-key");
+/// assert_eq!(req.previous_access_key_id, "obc-old-key");
+/// ```
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct RotationRequest {
+    /// The claim's bucket (parameters as recorded at bind).
+    pub bucket: BucketRequest,
+    /// The value of the claim's rotation annotation: the same for every
+    /// retry of one rotation.
+    pub rotation: String,
+    /// The access key id the rotation replaces (what the claim's Secret
+    /// held when the rotation began).
+    pub previous_access_key_id: String,
+    /// What [`BucketAccess::additional_state`](super::BucketAccess::additional_state)
+    /// held at provisioning.
+    pub additional_state: BTreeMap<String, String>,
+}
+
+impl RotationRequest {
+    /// A rotation of `bucket`'s credentials away from `previous_access_key_id`.
+    pub fn new(
+        bucket: BucketRequest,
+        rotation: impl Into<String>,
+        previous_access_key_id: impl Into<String>,
+    ) -> Self {
+        Self {
+            bucket,
+            rotation: rotation.into(),
+            previous_access_key_id: previous_access_key_id.into(),
+            additional_state: BTreeMap::new(),
+        }
+    }
+
+    /// Sets the provisioner's state recorded at provisioning.
+    pub fn with_state(mut self, state: BTreeMap<String, String>) -> Self {
+        self.additional_state = state;
+        self
+    }
+}

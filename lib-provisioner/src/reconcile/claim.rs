@@ -183,6 +183,7 @@ async fn reobserve<P: Provisioner>(o: &mut Observed, ctx: &Context<P>) -> Result
     let fresh = observe(&claim, ctx, Source::Api).await?;
     *o = Observed {
         access: o.access.take(),
+        previous_revoked: o.previous_revoked,
         torn_down: o.torn_down,
         prepared_now: o.prepared_now,
         // Contents are re-checked against the fresh copies.

@@ -8,7 +8,8 @@
 //! metadata watch reports, as it changes the version) costs one GET, and a
 //! resync of unchanged children costs nothing. After a restart every child
 //! is read once. Secrets written by versions before the hash are not
-//! checked until their next write.
+//! checked until their next write. While a credential rotation is asked
+//! for or under way, the Secret is read for the access key id it holds.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -66,21 +67,39 @@ pub(super) async fn check<P>(o: &mut Observed, ctx: &Context<P>) -> Result<()> {
     else {
         return Ok(());
     };
-    if let Some(meta) = o.secret.as_ref().filter(|m| needs_check(m, ctx, &o.claim))
-        && let Some(expected) = plan::annotation(meta, SECRET_HASH_ANNOTATION)
-    {
-        let expected = expected.to_owned();
-        let (ns, name) = names(meta)?;
-        match Api::<Secret>::namespaced(ctx.client.clone(), ns)
-            .get_opt(name)
-            .await
-            .map_err(Error::kube("read the claim's Secret"))?
-        {
-            Some(s) if writes::data_hash(s.data.as_ref()) == expected => {
-                ctx.verified.record(&s.metadata);
+    // A rotation decides on the access key id the Secret holds.
+    let wants_key =
+        o.ob.as_ref()
+            .is_some_and(|ob| plan::rotation::in_progress(o, ob));
+    let secret = o
+        .secret
+        .clone()
+        .filter(|m| m.deletion_timestamp.is_none() && plan::owned_by(m, &o.claim));
+    if let Some(meta) = secret {
+        let expected = plan::annotation(&meta, SECRET_HASH_ANNOTATION)
+            .filter(|_| needs_check(&meta, ctx, &o.claim))
+            .map(str::to_owned);
+        if wants_key || expected.is_some() {
+            let (ns, name) = names(&meta)?;
+            match Api::<Secret>::namespaced(ctx.client.clone(), ns)
+                .get_opt(name)
+                .await
+                .map_err(Error::kube("read the claim's Secret"))?
+            {
+                Some(s) => {
+                    if wants_key {
+                        o.secret_key_id = access_key_id(&s);
+                    }
+                    match expected {
+                        Some(e) if writes::data_hash(s.data.as_ref()) != e => {
+                            o.secret_drifted = true;
+                        }
+                        Some(_) => ctx.verified.record(&s.metadata),
+                        None => {}
+                    }
+                }
+                None => o.secret = None,
             }
-            Some(_) => o.secret_drifted = true,
-            None => o.secret = None,
         }
     }
     if let Some(meta) = o
@@ -101,6 +120,14 @@ pub(super) async fn check<P>(o: &mut Observed, ctx: &Context<P>) -> Result<()> {
         }
     }
     Ok(())
+}
+
+fn access_key_id(secret: &Secret) -> Option<String> {
+    let value = secret
+        .data
+        .as_ref()?
+        .get(crate::api::secret_keys::ACCESS_KEY_ID)?;
+    String::from_utf8(value.0.clone()).ok()
 }
 
 /// An adopted child of this claim, not being deleted, not verified at its

@@ -26,6 +26,7 @@ use crate::provisioner::BucketAccess;
 mod meta;
 mod names;
 pub(crate) mod records;
+pub(crate) mod rotation;
 mod teardown;
 
 pub(crate) use meta::{
@@ -71,6 +72,11 @@ pub(crate) struct Observed {
     pub secret_drifted: bool,
     /// The ConfigMap's data is not what the ObjectBucket's endpoint gives.
     pub config_map_drifted: bool,
+    /// The access key id the Secret holds: read while a rotation is asked
+    /// for or under way, and set by this pass's own Secret write.
+    pub secret_key_id: Option<String>,
+    /// The rotation's previous credentials were revoked in this pass.
+    pub previous_revoked: bool,
     /// The provisioner's teardown ran during this pass.
     pub torn_down: bool,
     /// This pass added the finalizer: a DELETE racing it may still remove
@@ -98,6 +104,8 @@ impl Observed {
             config_map_synced: false,
             secret_drifted: false,
             config_map_drifted: false,
+            secret_key_id: None,
+            previous_revoked: false,
             torn_down: false,
             prepared_now: false,
             bind_pruned: false,
@@ -186,6 +194,16 @@ pub(crate) enum Step {
     BindClaim,
     /// Set the ObjectBucket's status phase to Bound.
     MarkObjectBucketBound,
+    /// Record on the ObjectBucket the rotation asked for and the access key
+    /// it replaces, before anything is issued.
+    StartRotation { rotation: String, previous: String },
+    /// Ask the provisioner for new credentials (the Secret still holds the
+    /// previous ones); the Secret is written with them next.
+    RotateCredentials { rotation: String, previous: String },
+    /// The Secret holds the new credentials: revoke the previous ones.
+    RevokePreviousCredentials { rotation: String, previous: String },
+    /// Tell the claim, then record the rotation as done.
+    FinishRotation { rotation: String },
     /// Apply a Bound claim's changed `additionalConfig` (the provisioner's
     /// `update`), then record it as applied on the ObjectBucket.
     UpdateBucket,
@@ -234,6 +252,10 @@ impl Step {
             | Step::AdoptConfigMap
             | Step::MarkObjectBucketBound
             | Step::UpdateBucket
+            | Step::StartRotation { .. }
+            | Step::RotateCredentials { .. }
+            | Step::RevokePreviousCredentials { .. }
+            | Step::FinishRotation { .. }
             | Step::Teardown { .. }
             | Step::DeleteObjectBucket
             | Step::ReleaseObjectBucket
@@ -479,6 +501,9 @@ fn binding_step(o: &Observed, ob: &ObjectBucket) -> Step {
     }
     if ob.status.as_ref().and_then(|s| s.phase) != Some(BucketPhase::Bound) {
         return Step::MarkObjectBucketBound;
+    }
+    if let Some(step) = rotation::rotation_step(o, ob) {
+        return step;
     }
     let pending =
         records::applied_config(ob).is_some_and(|a| a != records::wanted_config(&o.claim));

@@ -250,3 +250,84 @@ fn a_child_deleted_by_a_user_is_released_then_written_again() {
     o.config_map = None;
     assert_eq!(next_step(&o), Step::WriteConfigMap);
 }
+
+fn rotation_asked(o: &mut Observed, value: &str) {
+    o.claim
+        .metadata
+        .annotations
+        .get_or_insert_default()
+        .insert(crate::api::ROTATE_ANNOTATION.into(), value.into());
+}
+
+#[test]
+fn a_rotation_issues_then_switches_then_revokes_then_finishes() {
+    use crate::api::{
+        ROTATED_ANNOTATION, ROTATION_PENDING_ANNOTATION, ROTATION_PREVIOUS_KEY_ANNOTATION,
+    };
+    let mut o = bound_state();
+    rotation_asked(&mut o, "t1");
+    // The executor reads the key the Secret holds before anything is decided.
+    assert_eq!(
+        next_step(&o),
+        Step::Done,
+        "nothing without the Secret's key"
+    );
+    o.secret_key_id = Some("old".into());
+    assert_eq!(
+        next_step(&o),
+        Step::StartRotation {
+            rotation: "t1".into(),
+            previous: "old".into()
+        }
+    );
+    record(&mut o, ROTATION_PENDING_ANNOTATION, "t1");
+    record(&mut o, ROTATION_PREVIOUS_KEY_ANNOTATION, "old");
+    // Restarted here, or after the provisioner issued (nothing recorded):
+    // the Secret still holds the previous key, so issue.
+    assert_eq!(
+        next_step(&o),
+        Step::RotateCredentials {
+            rotation: "t1".into(),
+            previous: "old".into()
+        }
+    );
+    o.access = Some(crate::provisioner::BucketAccess::new(
+        "s3.local",
+        9000,
+        crate::provisioner::Credentials::new("new", "secret"),
+    ));
+    // (The rotation's endpoint is the one recorded: the ConfigMap stands.)
+    o.config_map_synced = true;
+    assert_eq!(next_step(&o), Step::WriteSecret, "switch before revoking");
+    o.secret_synced = true;
+    o.secret_key_id = Some("new".into());
+    assert_eq!(
+        next_step(&o),
+        Step::RevokePreviousCredentials {
+            rotation: "t1".into(),
+            previous: "old".into()
+        }
+    );
+    o.previous_revoked = true;
+    assert_eq!(
+        next_step(&o),
+        Step::FinishRotation {
+            rotation: "t1".into()
+        }
+    );
+    // Restarted after the switch: revoke again (idempotent), then finish.
+    o.previous_revoked = false;
+    o.access = None;
+    assert!(matches!(
+        next_step(&o),
+        Step::RevokePreviousCredentials { .. }
+    ));
+    // Done: the record ends it; the same value asks for nothing more.
+    let mut done = bound_state();
+    rotation_asked(&mut done, "t1");
+    done.secret_key_id = Some("new".into());
+    record(&mut done, ROTATED_ANNOTATION, "t1");
+    assert_eq!(next_step(&done), Step::Done);
+    rotation_asked(&mut done, "t2");
+    assert!(matches!(next_step(&done), Step::StartRotation { .. }));
+}

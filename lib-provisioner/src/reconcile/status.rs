@@ -15,6 +15,10 @@ pub const BOUND_CONDITION: &str = "Bound";
 /// applied to its bucket (present once a Bound claim's config changed).
 pub const CONFIG_APPLIED_CONDITION: &str = "ConfigApplied";
 
+/// Condition type telling whether the claim's last requested credential
+/// rotation is done (present once one was requested).
+pub const CREDENTIALS_ROTATED_CONDITION: &str = "CredentialsRotated";
+
 /// `ConfigApplied` reasons that settle a generation: the provisioner
 /// refused the change (or cannot make changes), and is not asked again
 /// until the spec changes.

@@ -5,7 +5,8 @@
 //! The steps are grouped as the plan orders them: [`provision`] (the claim
 //! protected, the bucket and its ObjectBucket), [`children`] (Secret and
 //! ConfigMap), [`bind`] (the binding and both statuses), [`update`] (a
-//! Bound claim's changed config), [`teardown`] (a deletion).
+//! Bound claim's changed config), [`rotation`] (new credentials for a Bound
+//! claim), [`teardown`] (a deletion).
 
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
@@ -21,6 +22,7 @@ use crate::writes;
 mod bind;
 mod children;
 mod provision;
+mod rotation;
 mod teardown;
 mod update;
 
@@ -66,6 +68,16 @@ pub(super) async fn execute<P: Provisioner>(
         Step::BindClaim => bind::bind_claim(o, ctx).await,
         Step::MarkObjectBucketBound => bind::mark_object_bucket_bound(o, ctx).await,
         Step::UpdateBucket => update::update_bucket(o, ctx).await,
+        Step::StartRotation { rotation, previous } => {
+            rotation::start(rotation, previous, o, ctx).await
+        }
+        Step::RotateCredentials { rotation, previous } => {
+            rotation::rotate(rotation, previous, o, ctx).await
+        }
+        Step::RevokePreviousCredentials { rotation, previous } => {
+            rotation::revoke_previous(rotation, previous, o, ctx).await
+        }
+        Step::FinishRotation { rotation } => rotation::finish(rotation, o, ctx).await,
         Step::MarkClaimBound => bind::mark_claim_bound(o, ctx).await,
         Step::Teardown { delete_bucket } => teardown::teardown(delete_bucket, o, ctx).await,
         Step::DeleteObjectBucket => teardown::delete_object_bucket(o, ctx).await,

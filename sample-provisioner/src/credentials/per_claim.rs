@@ -41,6 +41,11 @@ pub const POINTS: &[&str] = &[
 /// one into the claim's Secret), and attaching replaces. Revoking derives
 /// the names again rather than trusting the ObjectBucket's copy, so an
 /// edited ObjectBucket cannot make the provisioner delete another user.
+///
+/// A rotation issues the claim's other user ([`rotated_user_name`] and
+/// [`user_name`] alternate), attached to the same policy; the previous one
+/// is removed once the claim's Secret holds the new key. Teardown removes
+/// both.
 #[derive(Debug, Default)]
 pub struct PerClaimCredentials {
     clients: Arc<AdminClients>,
@@ -56,6 +61,25 @@ pub fn user_name(claim_uid: &str) -> String {
         .take(17)
         .collect();
     format!("obc{hex}")
+}
+
+/// The other user of claim `claim_uid`, which a rotation alternates with
+/// [`user_name`]: `obc`, 16 hex digits of the UID, and `r` (never a hex
+/// digit, so never another claim's [`user_name`]).
+pub fn rotated_user_name(claim_uid: &str) -> String {
+    let mut name = user_name(claim_uid);
+    name.truncate(19);
+    name.push('r');
+    name
+}
+
+/// The user a rotation away from `previous` issues: the claim's other one.
+fn rotation_target(claim_uid: &str, previous: &str) -> String {
+    if previous == user_name(claim_uid) {
+        rotated_user_name(claim_uid)
+    } else {
+        user_name(claim_uid)
+    }
 }
 
 /// The canned policy of claim `claim_uid`.
@@ -106,6 +130,38 @@ impl PerClaimCredentials {
     /// An issuer sharing `clients` (with the provisioner's quota calls).
     pub fn with_clients(clients: Arc<AdminClients>) -> Self {
         Self { clients }
+    }
+
+    /// The claim's policy, then `user` with a fresh secret, attached to it.
+    async fn issue_to(
+        &self,
+        store: &StoreAdmin,
+        req: &CredentialRequest<'_>,
+        user: &str,
+    ) -> Result<IssuedCredentials, ProvisionError> {
+        let admin = self.client(store)?;
+        let fail = |e| admin_error(e, store, req);
+        let policy = policy_name(req.claim_uid);
+        admin
+            .add_canned_policy(&policy, &policy_document(req.bucket, req.access))
+            .await
+            .map_err(fail)?;
+        failpoint::hit_provisioner("after-policy-created");
+        let secret = new_secret();
+        admin.add_user(user, &secret).await.map_err(fail)?;
+        failpoint::hit_provisioner("after-user-created");
+        admin.set_user_policy(user, &policy).await.map_err(fail)?;
+        failpoint::hit_provisioner("after-policy-attached");
+        info!(bucket = req.bucket, %user, %policy, access = %req.access, "issued the claim its own user");
+        Ok(IssuedCredentials {
+            credentials: Credentials::new(user.to_owned(), secret),
+            state: BTreeMap::from([
+                (CREDENTIALS_MODE_KEY.to_owned(), PER_CLAIM_MODE.to_owned()),
+                (USER_KEY.to_owned(), user.to_owned()),
+                (POLICY_KEY.to_owned(), policy),
+                (ACCESS_KEY.to_owned(), req.access.as_str().to_owned()),
+            ]),
+        })
     }
 
     fn client(&self, store: &StoreAdmin) -> Result<AdminClient, ProvisionError> {
@@ -162,29 +218,55 @@ impl CredentialIssuer for PerClaimCredentials {
         store: &StoreAdmin,
         req: &CredentialRequest<'_>,
     ) -> Result<IssuedCredentials, ProvisionError> {
+        let issued = self.issue_to(store, req, &user_name(req.claim_uid)).await?;
+        // A claim has one live user: one left by a rotation goes.
         let admin = self.client(store)?;
-        let fail = |e| admin_error(e, store, req);
-        let (user, policy) = (user_name(req.claim_uid), policy_name(req.claim_uid));
-        admin
-            .add_canned_policy(&policy, &policy_document(req.bucket, req.access))
+        let other = rotated_user_name(req.claim_uid);
+        if admin
+            .remove_user(&other)
             .await
-            .map_err(fail)?;
-        failpoint::hit_provisioner("after-policy-created");
-        let secret = new_secret();
-        admin.add_user(&user, &secret).await.map_err(fail)?;
-        failpoint::hit_provisioner("after-user-created");
-        admin.set_user_policy(&user, &policy).await.map_err(fail)?;
-        failpoint::hit_provisioner("after-policy-attached");
-        info!(bucket = req.bucket, %user, %policy, access = %req.access, "issued the claim its own user");
-        Ok(IssuedCredentials {
-            credentials: Credentials::new(user.clone(), secret),
-            state: BTreeMap::from([
-                (CREDENTIALS_MODE_KEY.to_owned(), PER_CLAIM_MODE.to_owned()),
-                (USER_KEY.to_owned(), user),
-                (POLICY_KEY.to_owned(), policy),
-                (ACCESS_KEY.to_owned(), req.access.as_str().to_owned()),
-            ]),
-        })
+            .map_err(|e| admin_error(e, store, req))?
+        {
+            info!(bucket = req.bucket, user = %other, "removed the claim's rotated user");
+        }
+        Ok(issued)
+    }
+
+    async fn rotate(
+        &self,
+        store: &StoreAdmin,
+        req: &CredentialRequest<'_>,
+        previous: &str,
+    ) -> Result<IssuedCredentials, ProvisionError> {
+        let target = rotation_target(req.claim_uid, previous);
+        self.issue_to(store, req, &target).await
+    }
+
+    async fn revoke_previous(
+        &self,
+        store: &StoreAdmin,
+        req: &CredentialRequest<'_>,
+        previous: &str,
+    ) -> Result<(), ProvisionError> {
+        // Only the claim's own users; a key handed out by another
+        // implementation (a takeover) is not ours to remove.
+        let ours = [user_name(req.claim_uid), rotated_user_name(req.claim_uid)];
+        if !ours.iter().any(|u| u == previous) {
+            debug!(
+                bucket = req.bucket,
+                "the previous key is not a user of this claim; nothing to revoke"
+            );
+            return Ok(());
+        }
+        let admin = self.client(store)?;
+        if admin
+            .remove_user(previous)
+            .await
+            .map_err(|e| admin_error(e, store, req))?
+        {
+            info!(bucket = req.bucket, user = %previous, "revoked the claim's previous user");
+        }
+        Ok(())
     }
 
     async fn revoke(
@@ -201,9 +283,15 @@ impl CredentialIssuer for PerClaimCredentials {
         let admin = self.client(store)?;
         let fail = |e| admin_error(e, store, req);
         let (user, policy) = (user_name(req.claim_uid), policy_name(req.claim_uid));
-        // The user first: once it is gone nothing holds the policy.
+        // The users first (the claim's, and the one a rotation alternates
+        // with): once they are gone nothing holds the policy.
         let removed = admin.remove_user(&user).await.map_err(fail)?;
+        let rotated = admin
+            .remove_user(&rotated_user_name(req.claim_uid))
+            .await
+            .map_err(fail)?;
         admin.remove_canned_policy(&policy).await.map_err(fail)?;
+        let removed = removed || rotated;
         if removed {
             info!(bucket = req.bucket, %user, %policy, "removed the claim's user and policy");
         } else {
@@ -227,6 +315,18 @@ mod tests {
             user_name(uid),
             user_name("0b1f6c1e-2a3b-4c5d-9e9f-0123456789ab")
         );
+    }
+
+    #[test]
+    fn a_rotation_alternates_between_the_claims_two_users() {
+        let uid = "0b1f6c1e-2a3b-4c5d-8e9f-0123456789ab";
+        let (base, rotated) = (user_name(uid), rotated_user_name(uid));
+        assert_eq!(rotated, "obc0b1f6c1e2a3b4c5dr");
+        assert_eq!(rotated.len(), 20);
+        assert_eq!(rotation_target(uid, &base), rotated);
+        assert_eq!(rotation_target(uid, &rotated), base);
+        // A key that is not the claim's (a takeover) rotates to its own user.
+        assert_eq!(rotation_target(uid, "AKIAOTHER"), base);
     }
 
     #[test]

@@ -64,14 +64,21 @@ async fn s3_outage(suite: &Suite, summary: &mut Summary) -> Result<()> {
                 message(&c)
             );
         }
-        let events = events_for(client, ns, name).await;
-        ensure!(
-            events
-                .iter()
-                .any(|(reason, note)| reason == "ProvisionerUnavailable"
-                    && note.contains("did not answer")),
-            "{name}: no ProvisionerUnavailable event: {events:?}"
-        );
+        // The Event follows the status write; under load it may land later.
+        obc_tests::wait_for(
+            T,
+            format!("{name}: a ProvisionerUnavailable event"),
+            || async {
+                let events = events_for(client, ns, name).await;
+                Ok(events
+                    .iter()
+                    .any(|(reason, note)| {
+                        reason == "ProvisionerUnavailable" && note.contains("did not answer")
+                    })
+                    .then_some(()))
+            },
+        )
+        .await?;
     }
     // It keeps retrying (with backoff) while the store is down.
     let before = proc

@@ -24,6 +24,7 @@ pub(super) async fn write_secret<P: Provisioner>(
     let written = writes::write_child(&ctx.client, &o.claim, secret).await?;
     ctx.verified.record(&written);
     o.secret = Some(written);
+    o.secret_key_id = Some(access.credentials.access_key_id.clone());
     o.secret_synced = true;
     failpoint::hit("after-secret-written");
     if std::mem::take(&mut o.secret_drifted) {
