@@ -22,27 +22,8 @@ pub(super) async fn teardown<P: Provisioner>(
     o: &mut Observed,
     ctx: &Context<P>,
 ) -> Result<Flow> {
-    if delete_bucket
-        && let Some(ob) = &o.ob
-        && ob.spec.reclaim_policy == ReclaimPolicy::Retain
-    {
-        // Deleting under Retain: only a reserved (never completed)
-        // ObjectBucket says so, and a cached copy may be an old,
-        // reserved version of one that is complete by now (a watch
-        // lagging after an apiserver restart). Confirm with the API;
-        // if it differs, plan again on the current copy.
-        let current = get_opt(
-            &Api::<ObjectBucket>::all(ctx.client.clone()),
-            &ob.name_any(),
-            "read the ObjectBucket",
-        )
-        .await?;
-        let moved = current.as_ref().map(|c| &c.metadata.resource_version)
-            != Some(&ob.metadata.resource_version);
-        if moved {
-            o.ob = current;
-            return Ok(Flow::Continue);
-        }
+    if delete_bucket && object_bucket_moved(o, ctx).await? {
+        return Ok(Flow::Continue);
     }
     let request = teardown_request(o);
     let (operation, result) = ctx.teardown(&request, delete_bucket).await;
@@ -98,6 +79,31 @@ pub(super) async fn teardown<P: Provisioner>(
     )
     .await;
     Ok(Flow::Continue)
+}
+
+/// Deleting under Retain: only a reserved (never completed) ObjectBucket
+/// says so, and a cached copy may be an old, reserved version of one that
+/// is complete by now (a watch lagging after an apiserver restart). Confirm
+/// with the API; if it differs, take the current copy (`true`: plan again).
+async fn object_bucket_moved<P: Provisioner>(o: &mut Observed, ctx: &Context<P>) -> Result<bool> {
+    let Some(ob) =
+        o.ob.as_ref()
+            .filter(|ob| ob.spec.reclaim_policy == ReclaimPolicy::Retain)
+    else {
+        return Ok(false);
+    };
+    let current = get_opt(
+        &Api::<ObjectBucket>::all(ctx.client.clone()),
+        &ob.name_any(),
+        "read the ObjectBucket",
+    )
+    .await?;
+    let moved = current.as_ref().map(|c| &c.metadata.resource_version)
+        != Some(&ob.metadata.resource_version);
+    if moved {
+        o.ob = current;
+    }
+    Ok(moved)
 }
 
 /// Reclaim policy Delete: removes the ObjectBucket's finalizer and deletes it.

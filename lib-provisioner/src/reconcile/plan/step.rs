@@ -1,0 +1,130 @@
+//! The steps the plan chooses from, and what each needs when a write of it
+//! conflicts with another writer.
+
+use super::{Problem, records};
+use crate::api::{BucketOrigin, ReclaimPolicy};
+
+/// The step to take next.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// Not this provisioner's claim: touch nothing.
+    Ignore,
+    /// The claim is invalid: mark it Failed and stop.
+    Reject(Problem),
+    /// The claim waits for something outside it: mark it Pending and retry.
+    Wait(Problem),
+    /// Record on a new claim the ObjectBucket name chosen for it, because
+    /// `obc-<ns>-<name>` is taken by another claim or too long. Nothing
+    /// exists for the claim yet; every later step uses the recorded name.
+    NameObjectBucket { name: String },
+    /// Add the finalizer and label, and persist a generated bucket name, in
+    /// one patch: nothing is created before the claim is protected and its
+    /// name fixed.
+    PrepareClaim { generate_from: Option<String> },
+    /// Create the ObjectBucket `obc-<ns>-<name>`: from the obtained access,
+    /// or, in the pass that added the finalizer, reserved (no endpoint yet)
+    /// before the provisioner is called, as the durable record outside the
+    /// claim that a bucket may exist for it.
+    CreateObjectBucket {
+        bucket_name: String,
+        origin: BucketOrigin,
+        reclaim_policy: ReclaimPolicy,
+    },
+    /// Ask the provisioner for the bucket (greenfield) or access (brownfield).
+    ObtainAccess {
+        bucket_name: String,
+        origin: BucketOrigin,
+    },
+    /// Record the provisioner's endpoint and state on the reserved
+    /// ObjectBucket, and lift the reservation.
+    CompleteObjectBucket,
+    /// Write on an ObjectBucket the records it lacks (written by an older
+    /// version): class parameters, applied config.
+    RecordObjectBucket { records: records::Records },
+    /// Take over an ObjectBucket bound to this claim that lacks our label,
+    /// finalizer or origin annotation (written by the Go library or an
+    /// older version). The origin annotation is written when known.
+    AdoptObjectBucket { origin: Option<BucketOrigin> },
+    /// Create the Secret, or make its data match freshly obtained access.
+    WriteSecret,
+    /// Give an existing Secret of this claim our label and finalizer.
+    AdoptSecret,
+    /// Create the ConfigMap, or make it match the ObjectBucket's endpoint.
+    WriteConfigMap,
+    /// Give an existing ConfigMap of this claim our label and finalizer.
+    AdoptConfigMap,
+    /// Record `spec.objectBucketName` on the claim.
+    BindClaim,
+    /// Set the ObjectBucket's status phase to Bound.
+    MarkObjectBucketBound,
+    /// Record on the ObjectBucket the rotation asked for and the access key
+    /// it replaces, before anything is issued.
+    StartRotation { rotation: String, previous: String },
+    /// Ask the provisioner for new credentials (the Secret still holds the
+    /// previous ones); the Secret is written with them next.
+    RotateCredentials { rotation: String, previous: String },
+    /// The Secret holds the new credentials: revoke the previous ones.
+    RevokePreviousCredentials { rotation: String, previous: String },
+    /// Tell the claim, then record the rotation as done.
+    FinishRotation { rotation: String },
+    /// Apply a Bound claim's changed `additionalConfig` (the provisioner's
+    /// `update`), then record it as applied on the ObjectBucket.
+    UpdateBucket,
+    /// Set the claim's status to Bound, for the generation applied.
+    MarkClaimBound,
+    /// Call Delete (or Revoke) for a claim being deleted.
+    Teardown { delete_bucket: bool },
+    /// Reclaim policy Delete: remove the ObjectBucket's finalizer and delete it.
+    DeleteObjectBucket,
+    /// Reclaim policy Retain: mark the ObjectBucket Released, drop its finalizer.
+    ReleaseObjectBucket,
+    /// Remove the Secret's finalizer and delete it.
+    ReleaseSecret,
+    /// Remove the ConfigMap's finalizer and delete it.
+    ReleaseConfigMap,
+    /// Remove the claim's finalizer: the last write of a deletion.
+    RemoveClaimFinalizer,
+    /// Nothing left to do.
+    Done,
+}
+
+impl Step {
+    /// Whether the step writes the claim (and its Events) and nothing else:
+    /// then a conflict can only be on the claim, and the pass's own copies
+    /// of the other objects are still what it last wrote or read.
+    pub(crate) fn writes_only_the_claim(&self) -> bool {
+        // Exhaustive on purpose: a new step must say which conflict
+        // recovery it needs.
+        match self {
+            Step::Reject(_)
+            | Step::Wait(_)
+            | Step::PrepareClaim { .. }
+            | Step::NameObjectBucket { .. }
+            | Step::BindClaim
+            | Step::MarkClaimBound
+            | Step::RemoveClaimFinalizer => true,
+            Step::Ignore
+            | Step::CreateObjectBucket { .. }
+            | Step::ObtainAccess { .. }
+            | Step::CompleteObjectBucket
+            | Step::AdoptObjectBucket { .. }
+            | Step::RecordObjectBucket { .. }
+            | Step::WriteSecret
+            | Step::AdoptSecret
+            | Step::WriteConfigMap
+            | Step::AdoptConfigMap
+            | Step::MarkObjectBucketBound
+            | Step::UpdateBucket
+            | Step::StartRotation { .. }
+            | Step::RotateCredentials { .. }
+            | Step::RevokePreviousCredentials { .. }
+            | Step::FinishRotation { .. }
+            | Step::Teardown { .. }
+            | Step::DeleteObjectBucket
+            | Step::ReleaseObjectBucket
+            | Step::ReleaseSecret
+            | Step::ReleaseConfigMap
+            | Step::Done => false,
+        }
+    }
+}
