@@ -155,3 +155,30 @@ async fn show_problem<P: Provisioner>(
     .await;
     Ok(())
 }
+
+/// Sets condition `type_` on a claim that keeps its phase, and emits an
+/// Event, when the condition changes (a retry of the same outcome writes
+/// nothing).
+pub(super) async fn show_condition<P: Provisioner>(
+    o: &mut Observed,
+    ctx: &Context<P>,
+    type_: &str,
+    value: bool,
+    reason: &str,
+    (action, message): (&str, &str),
+) -> Result<()> {
+    let current = o.claim.status.clone().unwrap_or_default();
+    let desired = status::with_condition(&o.claim, current, type_, value, reason, message);
+    if !status::differs(&o.claim, &desired) {
+        return Ok(());
+    }
+    o.claim = writes::write_claim_status(&ctx.client, &o.claim, &desired).await?;
+    let event_type = if value {
+        EventType::Normal
+    } else {
+        EventType::Warning
+    };
+    ctx.event(&o.claim, event_type, reason, action, message.to_owned())
+        .await;
+    Ok(())
+}

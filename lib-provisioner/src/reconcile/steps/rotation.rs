@@ -2,7 +2,6 @@
 //! it, issue new credentials, (the Secret is switched by `WriteSecret`),
 //! revoke the previous ones, tell the claim and record it done.
 
-use kube::runtime::events::EventType;
 use tracing::info;
 
 use super::provisioner_failed;
@@ -149,25 +148,6 @@ async fn tell<P: Provisioner>(
     reason: &'static str,
     message: &str,
 ) -> Result<()> {
-    let current = o.claim.status.clone().unwrap_or_default();
-    let desired = status::with_condition(
-        &o.claim,
-        current,
-        status::CREDENTIALS_ROTATED_CONDITION,
-        done,
-        reason,
-        message,
-    );
-    if !status::differs(&o.claim, &desired) {
-        return Ok(());
-    }
-    o.claim = writes::write_claim_status(&ctx.client, &o.claim, &desired).await?;
-    let type_ = if done {
-        EventType::Normal
-    } else {
-        EventType::Warning
-    };
-    ctx.event(&o.claim, type_, reason, "Rotate", message.to_owned())
-        .await;
-    Ok(())
+    let condition = status::CREDENTIALS_ROTATED_CONDITION;
+    super::show_condition(o, ctx, condition, done, reason, ("Rotate", message)).await
 }

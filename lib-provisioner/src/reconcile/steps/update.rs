@@ -94,26 +94,6 @@ async fn show_update_problem<P: Provisioner>(
     reason: &'static str,
     message: &str,
 ) -> Result<()> {
-    let current = o.claim.status.clone().unwrap_or_default();
-    let desired = status::with_condition(
-        &o.claim,
-        current,
-        status::CONFIG_APPLIED_CONDITION,
-        false,
-        reason,
-        message,
-    );
-    if !status::differs(&o.claim, &desired) {
-        return Ok(());
-    }
-    o.claim = writes::write_claim_status(&ctx.client, &o.claim, &desired).await?;
-    ctx.event(
-        &o.claim,
-        EventType::Warning,
-        reason,
-        "Update",
-        message.to_owned(),
-    )
-    .await;
-    Ok(())
+    let condition = status::CONFIG_APPLIED_CONDITION;
+    super::show_condition(o, ctx, condition, false, reason, ("Update", message)).await
 }
