@@ -233,12 +233,12 @@ impl<P: Provisioner> ControllerBuilder<P> {
             WatchScope::All => vec![None],
             WatchScope::Namespaces(list) => list.iter().cloned().map(Some).collect(),
         };
-        let mut shared = wiring::SharedCaches::new(&client, namespaces.len());
+        let mut shared = wiring::SharedCaches::new(&client, namespaces.len(), &health);
         let (claim_deletions_tx, claim_deletions) =
             tokio::sync::mpsc::unbounded_channel::<ObjectRef<ObjectBucket>>();
         let scopes: Vec<wiring::Scope> = namespaces
             .into_iter()
-            .map(|ns| wiring::Scope::new(&client, ns, &label, claim_deletions_tx.clone()))
+            .map(|ns| wiring::Scope::new(&client, ns, &label, claim_deletions_tx.clone(), &health))
             .collect();
         drop(claim_deletions_tx);
         let claim_stores: Vec<Store<ObjectBucketClaim>> =
@@ -253,12 +253,14 @@ impl<P: Provisioner> ControllerBuilder<P> {
 
         let config = kube::runtime::controller::Config::default().concurrency(concurrency);
         let mut tasks: Vec<BoxFuture<'static, ()>> = Vec::new();
+        let mut retries = Vec::new();
         for scope in scopes {
+            let (retry, retried) = tokio::sync::mpsc::unbounded_channel();
+            retries.push((scope.claims.clone(), retry));
             match shared.subscribe() {
                 Some((buckets, classes)) => tasks.push(wiring::claim_controller(
                     scope,
-                    buckets,
-                    classes,
+                    (buckets, classes, retried),
                     ctx.clone(),
                     config.clone(),
                     stop.clone(),
@@ -266,6 +268,12 @@ impl<P: Provisioner> ControllerBuilder<P> {
                 None => error!("the shared caches cannot be subscribed to; this is a bug"),
             }
         }
+        tasks.push(wiring::retry_after_reconnect(
+            health.clone(),
+            ctx.clone(),
+            retries,
+            stop.clone(),
+        ));
         if let Some(bucket_events) = shared.bucket_subscriptions.pop() {
             tasks.push(wiring::bucket_controller(
                 bucket_events,

@@ -38,14 +38,15 @@ impl SharedCaches {
     /// Caches for `claim_controllers` claim controllers (and, for
     /// ObjectBuckets, the ObjectBucket reconciler). Subscriptions are taken
     /// before the writers move into their feeds.
-    pub(super) fn new(client: &Client, claim_controllers: usize) -> Self {
+    pub(super) fn new(client: &Client, claim_controllers: usize, health: &Arc<Health>) -> Self {
         let wc = watcher::Config::default().any_semantic();
         let (classes, class_writer) = reflector::store_shared::<StorageClass>(256);
         let class_subscriptions = (0..claim_controllers)
             .filter_map(|_| class_writer.subscribe())
             .collect();
         let class_feed = watcher(Api::<StorageClass>::all(client.clone()), wc.clone())
-            .default_backoff()
+            .backoff(watch_backoff())
+            .inspect(tracked(health, "StorageClass"))
             .modify(strip_managed_fields)
             .reflect_shared(class_writer);
         let (buckets, bucket_writer) = reflector::store_shared::<ObjectBucket>(1024);
@@ -53,18 +54,16 @@ impl SharedCaches {
             .filter_map(|_| bucket_writer.subscribe())
             .collect();
         let bucket_feed = watcher(Api::<ObjectBucket>::all(client.clone()), wc)
-            .default_backoff()
+            .backoff(watch_backoff())
+            .inspect(tracked(health, "ObjectBucket"))
             .modify(strip_managed_fields)
             .reflect_shared(bucket_writer);
         let feeds = futures::stream::select(
             class_feed.map(|r| r.map(|_| ())).boxed(),
             bucket_feed.map(|r| r.map(|_| ())).boxed(),
         )
-        .for_each(|r| async move {
-            if let Err(e) = r {
-                warn!(error = %e, "watch failed; retrying with backoff");
-            }
-        })
+        // Failures are logged by `tracked`.
+        .for_each(|_| async {})
         .boxed();
         Self {
             classes,
@@ -106,6 +105,7 @@ impl Scope {
         namespace: Option<String>,
         label: &str,
         deleted: mpsc::UnboundedSender<ObjectRef<ObjectBucket>>,
+        health: &Arc<Health>,
     ) -> Self {
         let wc = watcher::Config::default().any_semantic();
         let child_wc = wc.clone().labels(&format!("{PROVISIONER_LABEL}={label}"));
@@ -117,16 +117,24 @@ impl Scope {
             claim_writer,
             watcher(api::<ObjectBucketClaim>(client, &namespace), wc).modify(strip_managed_fields),
         )
-        .default_backoff()
+        .backoff(watch_backoff())
+        .inspect(tracked(health, "ObjectBucketClaim"))
         .inspect(move |event| {
             if let Ok(watcher::Event::Delete(claim)) = event {
                 let _ = deleted.send(ObjectRef::new(&plan::object_bucket_name(claim)));
             }
         })
         .touched_objects()
+        .filter(without_errors)
         .boxed();
-        let (secrets, secret_feed) = child_feed(client, &namespace, child_wc.clone());
-        let (config_maps, config_map_feed) = child_feed(client, &namespace, child_wc);
+        let (secrets, secret_feed) = child_feed(
+            client,
+            &namespace,
+            child_wc.clone(),
+            tracked(health, "Secret"),
+        );
+        let (config_maps, config_map_feed) =
+            child_feed(client, &namespace, child_wc, tracked(health, "ConfigMap"));
         Self {
             namespace,
             claims,
@@ -154,6 +162,7 @@ fn child_feed<K>(
     client: &Client,
     namespace: &Option<String>,
     wc: watcher::Config,
+    track: impl FnMut(&Result<watcher::Event<PartialObjectMeta<K>>, watcher::Error>) + Send + 'static,
 ) -> (Store<PartialObjectMeta<K>>, Feed<PartialObjectMeta<K>>)
 where
     K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
@@ -169,8 +178,10 @@ where
         writer,
         watcher(api::<PartialObjectMeta<K>>(client, namespace), wc).modify(strip_managed_fields),
     )
-    .default_backoff()
+    .backoff(watch_backoff())
+    .inspect(track)
     .touched_objects()
+    .filter(without_errors)
     .boxed();
     (store, feed)
 }
@@ -179,8 +190,11 @@ where
 /// children, their ObjectBuckets, and the classes of claims still waiting.
 pub(super) fn claim_controller<P: Provisioner>(
     scope: Scope,
-    bucket_events: ReflectHandle<ObjectBucket>,
-    class_events: ReflectHandle<StorageClass>,
+    (bucket_events, class_events, retried): (
+        ReflectHandle<ObjectBucket>,
+        ReflectHandle<StorageClass>,
+        mpsc::UnboundedReceiver<ObjectRef<ObjectBucketClaim>>,
+    ),
     ctx: Arc<Context<P>>,
     config: Config,
     stop: watch::Receiver<bool>,
@@ -190,6 +204,9 @@ pub(super) fn claim_controller<P: Provisioner>(
     let claims_for_class = scope.claims.clone();
     Controller::for_stream(scope.claim_feed, scope.claims)
         .with_config(config)
+        // The trigger streams' own backoff (kube-runtime's default grows
+        // to 30 s) would hold the claims back after an outage just as well.
+        .trigger_backoff(watch_backoff())
         .owns_stream(scope.secret_feed)
         .owns_stream(scope.config_map_feed)
         .watches_shared_stream(bucket_events, move |ob: Arc<ObjectBucket>| {
@@ -214,6 +231,7 @@ pub(super) fn claim_controller<P: Provisioner>(
                 .map(|c| ObjectRef::from_obj(c.as_ref()))
                 .collect::<Vec<_>>()
         })
+        .reconcile_on(tokio_stream_of(retried))
         .graceful_shutdown_on(stopped(stop))
         .run(claim::reconcile, reconcile::error_policy, ctx)
         .for_each(|result| async move {
@@ -237,6 +255,7 @@ pub(super) fn bucket_controller<P: Provisioner>(
 ) -> BoxFuture<'static, ()> {
     Controller::for_shared_stream(bucket_events, buckets)
         .with_config(config)
+        .trigger_backoff(watch_backoff())
         .reconcile_on(tokio_stream_of(deletions))
         .graceful_shutdown_on(stopped(stop))
         .run(bucket::reconcile, reconcile::error_policy, ctx)
@@ -246,6 +265,54 @@ pub(super) fn bucket_controller<P: Provisioner>(
             }
         })
         .boxed()
+}
+
+/// After the watches come back from a failure (an apiserver outage, say),
+/// forgets every backoff grown during it and retries every claim still
+/// waiting (not Bound for its generation, or being deleted) at once, rather
+/// than when its backoff, grown through the outage, would have it.
+pub(super) fn retry_after_reconnect<P: Provisioner>(
+    health: Arc<Health>,
+    ctx: Arc<Context<P>>,
+    scopes: Vec<(
+        Store<ObjectBucketClaim>,
+        mpsc::UnboundedSender<ObjectRef<ObjectBucketClaim>>,
+    )>,
+    stop: watch::Receiver<bool>,
+) -> BoxFuture<'static, ()> {
+    let work = async move {
+        loop {
+            health.watches.reconnected().await;
+            ctx.backoff.reset_all();
+            let mut retried = 0;
+            for (claims, retry) in &scopes {
+                for claim in claims.state() {
+                    if is_waiting(&claim) {
+                        retried += 1;
+                        let _ = retry.send(ObjectRef::from_obj(claim.as_ref()));
+                    }
+                }
+            }
+            info!(
+                retried,
+                "the watches are back; waiting claims are retried now"
+            );
+        }
+    };
+    async move {
+        tokio::select! {
+            () = work => {}
+            () = stopped(stop) => {}
+        }
+    }
+    .boxed()
+}
+
+fn is_waiting(claim: &ObjectBucketClaim) -> bool {
+    let status = claim.status.as_ref();
+    claim.metadata.deletion_timestamp.is_some()
+        || status.and_then(|s| s.phase) != Some(ClaimPhase::Bound)
+        || status.and_then(|s| s.observed_generation) != claim.metadata.generation
 }
 
 /// Resolves once every cache has listed: then reconciles may decide, and
@@ -265,6 +332,73 @@ pub(super) async fn signal_ready(
     info!("caches are synced; reconciling");
     let _ = synced.send(true);
     health.ready.store(true, Ordering::Relaxed);
+}
+
+/// Retries of a failed watch: 250 ms doubling to 2 s. kube-runtime's
+/// default grows to 30 s, so after an apiserver outage the watches (and
+/// every claim waiting on them) came back up to half a minute after the API
+/// did; a reconnect every 2 s costs a down apiserver nothing.
+fn watch_backoff() -> WatchBackoff {
+    WatchBackoff::default()
+}
+
+/// 250 ms doubling to 2 s, with up to 25% jitter; reset by the stream once a
+/// watch delivers again.
+#[derive(Debug)]
+struct WatchBackoff {
+    next: std::time::Duration,
+}
+
+impl WatchBackoff {
+    const MIN: std::time::Duration = std::time::Duration::from_millis(250);
+    const MAX: std::time::Duration = std::time::Duration::from_secs(2);
+}
+
+impl Default for WatchBackoff {
+    fn default() -> Self {
+        Self { next: Self::MIN }
+    }
+}
+
+impl Iterator for WatchBackoff {
+    type Item = std::time::Duration;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let delay = self.next;
+        self.next = (self.next * 2).min(Self::MAX);
+        let jitter = rand::random_range(0.0..0.25);
+        Some(delay.mul_f64(1.0 + jitter))
+    }
+}
+
+impl kube::runtime::utils::Backoff for WatchBackoff {
+    fn reset(&mut self) {
+        self.next = Self::MIN;
+    }
+}
+
+/// Drops a feed's errors before the controller sees them: they are logged
+/// and retried (with [`WatchBackoff`]) where they happen, and the
+/// controller's own backoff on errors would pause all its triggers at once,
+/// once per failing watch.
+fn without_errors<K>(r: &Result<K, watcher::Error>) -> futures::future::Ready<bool> {
+    futures::future::ready(r.is_ok())
+}
+
+/// Records each event of watch `name` in the watches' health, and logs
+/// its failures.
+fn tracked<K>(
+    health: &Arc<Health>,
+    name: &'static str,
+) -> impl FnMut(&Result<K, watcher::Error>) + Send + 'static {
+    let health = health.clone();
+    move |event| match event {
+        Ok(_) => health.watches.ok(name),
+        Err(e) => {
+            warn!(watch = name, error = %e, "watch failed; retrying with backoff");
+            health.watches.failed(name);
+        }
+    }
 }
 
 async fn stopped(mut rx: watch::Receiver<bool>) {

@@ -61,7 +61,7 @@ pub(crate) async fn reconcile<P: Provisioner>(
     ctx.metrics
         .reconciled(started.elapsed(), result.as_ref().err());
     if result.is_ok() {
-        ctx.backoff.reset(&ObjectRef::from_obj(claim.as_ref()));
+        ctx.backoff.reset(&super::backoff_key(claim.as_ref()));
     }
     result
 }

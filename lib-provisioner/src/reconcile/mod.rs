@@ -349,19 +349,36 @@ impl Backoffs {
         }
     }
 
-    pub(crate) fn next<K: Resource<DynamicType = ()>>(&self, key: &ObjectRef<K>) -> Duration {
+    /// The next delay for the object of `key` (its UID: a claim recreated
+    /// with the same name starts afresh).
+    pub(crate) fn next(&self, key: &str) -> Duration {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         state
-            .entry(key.to_string())
+            .entry(key.to_owned())
             .or_insert_with(|| self.builder.build())
             .next()
             .unwrap_or(Duration::from_secs(300))
     }
 
-    pub(crate) fn reset<K: Resource<DynamicType = ()>>(&self, key: &ObjectRef<K>) {
+    pub(crate) fn reset(&self, key: &str) {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        state.remove(&key.to_string());
+        state.remove(key);
     }
+
+    /// Forgets every object's backoff: after an outage of the API, delays
+    /// grown during it say nothing about what comes next.
+    pub(crate) fn reset_all(&self) {
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    }
+}
+
+/// The key of an object's backoff: its UID, else (never, for objects read
+/// from the API) its reference.
+pub(crate) fn backoff_key<K: Resource<DynamicType = ()>>(obj: &K) -> String {
+    obj.meta()
+        .uid
+        .clone()
+        .unwrap_or_else(|| ObjectRef::from_obj(obj).to_string())
 }
 
 /// The error a provisioner call cut off by the timeout becomes.
@@ -384,13 +401,14 @@ where
     K: Resource<DynamicType = ()>,
 {
     let key = ObjectRef::from_obj(obj.as_ref());
+    let backoff = backoff_key(obj.as_ref());
     let delay = match error {
         Error::Conflict { .. } => Duration::from_millis(200),
         Error::Provisioner { source, .. } if source.retry_after().is_some() => source
             .retry_after()
             .unwrap_or_default()
-            .max(ctx.backoff.next(&key)),
-        _ => ctx.backoff.next(&key),
+            .max(ctx.backoff.next(&backoff)),
+        _ => ctx.backoff.next(&backoff),
     };
     debug!(object = %key, error = %error, ?delay, "reconcile failed; retrying later");
     Action::requeue(delay)
