@@ -350,6 +350,7 @@ impl<P: Provisioner> ControllerBuilder<P> {
             superseded_buckets: Default::default(),
             in_flight: Default::default(),
             verified: Default::default(),
+            api_errors: Default::default(),
         })
     }
 }

@@ -37,6 +37,8 @@ pub struct Metrics {
     registry: Registry,
     claims: Arc<RwLock<Vec<Store<ObjectBucketClaim>>>>,
     reconciles: Family<Labels, Counter>,
+    bucket_reconciles: Family<Labels, Counter>,
+    bucket_reconcile_duration: Histogram,
     reconcile_duration: Histogram,
     conflicts: Counter,
     operations: Family<Labels, Counter>,
@@ -67,6 +69,8 @@ impl Metrics {
         let mut registry = Registry::default();
         let reconciles = Family::<Labels, Counter>::default();
         let reconcile_duration = duration_histogram();
+        let bucket_reconciles = Family::<Labels, Counter>::default();
+        let bucket_reconcile_duration = duration_histogram();
         let conflicts = Counter::default();
         let operations = Family::<Labels, Counter>::default();
         let operation_duration = Family::<Labels, Histogram>::new_with_constructor(
@@ -81,6 +85,16 @@ impl Metrics {
             "obc_reconcile_duration_seconds",
             "Time a claim reconcile took",
             reconcile_duration.clone(),
+        );
+        registry.register(
+            "obc_bucket_reconciles",
+            "ObjectBucket reconciles (orphans, released buckets) by result",
+            bucket_reconciles.clone(),
+        );
+        registry.register(
+            "obc_bucket_reconcile_duration_seconds",
+            "Time an ObjectBucket reconcile took",
+            bucket_reconcile_duration.clone(),
         );
         registry.register(
             "obc_conflicts",
@@ -104,6 +118,8 @@ impl Metrics {
             claims,
             registry,
             reconciles,
+            bucket_reconciles,
+            bucket_reconcile_duration,
             reconcile_duration,
             conflicts,
             operations,
@@ -122,6 +138,14 @@ impl Metrics {
             .get_or_create(&vec![("result", result.to_owned())])
             .inc();
         self.reconcile_duration.observe(took.as_secs_f64());
+    }
+
+    pub(crate) fn bucket_reconciled(&self, took: Duration, error: Option<&Error>) {
+        let result = error.map_or("ok", Error::kind);
+        self.bucket_reconciles
+            .get_or_create(&vec![("result", result.to_owned())])
+            .inc();
+        self.bucket_reconcile_duration.observe(took.as_secs_f64());
     }
 
     pub(crate) fn conflict(&self) {

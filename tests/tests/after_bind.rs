@@ -833,3 +833,80 @@ async fn credentials_rotate_new_then_switch_then_revoke_and_a_shared_key_says_it
     assert!(users_of(&f, &uid).await.is_empty());
     f.stop().await;
 }
+
+/// Sets the verbs of the ClusterRole's rule for `resource`.
+async fn set_verbs(f: &Fixture, resource: &str, verbs: &[&str]) {
+    use k8s_openapi::api::rbac::v1::ClusterRole;
+    let api = Api::<ClusterRole>::all(f.admin.clone());
+    let mut role = api.get("sample-provisioner").await.expect("role");
+    for rule in role.rules.iter_mut().flatten() {
+        if rule.resources.iter().flatten().any(|r| r == resource) {
+            rule.verbs = verbs.iter().map(|v| (*v).to_owned()).collect();
+        }
+    }
+    api.replace("sample-provisioner", &PostParams::default(), &role)
+        .await
+        .expect("replace role");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_rbac_verb_is_shown_on_the_claim_then_cleared() {
+    let f = Fixture::start().await;
+    // The claim's Secret cannot be created.
+    set_verbs(
+        &f,
+        "secrets",
+        &["get", "list", "watch", "update", "patch", "delete"],
+    )
+    .await;
+    let spec = ObjectBucketClaimSpec {
+        storage_class_name: "s3".into(),
+        generate_bucket_name: Some("rbac".into()),
+        ..Default::default()
+    };
+    f.claims()
+        .create(
+            &PostParams::default(),
+            &ObjectBucketClaim::new("rbac", spec),
+        )
+        .await
+        .expect("claim");
+    let api = f.claims();
+    let shown = wait_for(
+        Duration::from_secs(60),
+        "the API error on the claim",
+        || async {
+            let c = api.get("rbac").await?;
+            let m = obc_tests::recording::message(&c);
+            Ok((m.contains("could not")
+                && m.contains("forbidden")
+                && m.contains("create")
+                && m.contains("secrets")
+                && m.contains("RBAC"))
+            .then_some(m))
+        },
+    )
+    .await
+    .expect("shown");
+    assert!(shown.contains("deploy/rbac.yaml"), "{shown}");
+    let events = events_for(&f.admin, NS, "rbac").await;
+    assert!(
+        events.iter().any(|(r, _)| r == "KubernetesAPIError"),
+        "{events:?}"
+    );
+    // Granted again: the claim binds, and the message is the bound one.
+    set_verbs(
+        &f,
+        "secrets",
+        &[
+            "get", "list", "watch", "create", "update", "patch", "delete",
+        ],
+    )
+    .await;
+    let c = wait_phase(&f.admin, NS, "rbac", ClaimPhase::Bound, T)
+        .await
+        .expect("bound once granted");
+    let m = obc_tests::recording::message(&c);
+    assert!(m.contains("is bound"), "{m}");
+    f.stop().await;
+}

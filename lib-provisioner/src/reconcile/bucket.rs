@@ -23,12 +23,23 @@ use crate::failpoint;
 use crate::provisioner::{Provisioner, TeardownRequest};
 use crate::writes;
 
-/// Reconciles one ObjectBucket.
+/// Reconciles one ObjectBucket, timed into the metrics.
 pub(crate) async fn reconcile<P: Provisioner>(
     ob: Arc<ObjectBucket>,
     ctx: Arc<Context<P>>,
 ) -> Result<Action> {
     ctx.caches_ready().await;
+    let started = std::time::Instant::now();
+    let result = reconcile_object_bucket(ob, &ctx).await;
+    ctx.metrics
+        .bucket_reconciled(started.elapsed(), result.as_ref().err());
+    result
+}
+
+async fn reconcile_object_bucket<P: Provisioner>(
+    ob: Arc<ObjectBucket>,
+    ctx: &Arc<Context<P>>,
+) -> Result<Action> {
     if !has_label(&ob.metadata, &ctx.label) || !has_finalizer(&ob.metadata) {
         // Not ours, or nothing of ours left on it.
         return Ok(Action::await_change());

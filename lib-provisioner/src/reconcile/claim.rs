@@ -49,9 +49,24 @@ pub(crate) async fn reconcile<P: Provisioner>(
         .as_deref()
         .map(|uid| ctx.in_flight.enter(uid));
     let started = Instant::now();
-    let mut o = observe(&claim, &ctx, Source::CachesFirst).await?;
+    let mut o = match observe(&claim, &ctx, Source::CachesFirst).await {
+        Ok(o) => o,
+        Err(e) => {
+            let mut o = Observed::new(
+                claim.as_ref().clone(),
+                ClassState::Unnamed,
+                ctx.label.clone(),
+            );
+            super::steps::api_error(&mut o, &ctx, &e).await;
+            return Err(e);
+        }
+    };
     let mut replaced = Replaced::default();
     let result = run_steps(&mut o, &ctx, &mut replaced).await;
+    match &result {
+        Err(e) => super::steps::api_error(&mut o, &ctx, e).await,
+        Ok(_) => ctx.api_errors.clear(&o.claim),
+    }
     if let Some(uid) = &claim.metadata.uid {
         ctx.superseded.record(uid, replaced.claim);
     }

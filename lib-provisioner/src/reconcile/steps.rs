@@ -182,3 +182,39 @@ pub(super) async fn show_condition<P: Provisioner>(
         .await;
     Ok(())
 }
+
+/// Shows on the claim a Kubernetes API error that has blocked it for longer
+/// than [`super::ApiErrors::GRACE`], naming what was refused: an operator
+/// fixing RBAC, or a user reading the claim, learns why it does not move.
+/// The claim keeps its phase. Best effort: the status write may be refused
+/// too (then the warning log and the metrics still say it).
+pub(super) async fn api_error<P: Provisioner>(o: &mut Observed, ctx: &Context<P>, error: &Error) {
+    let Error::Kube { action, source } = error else {
+        return;
+    };
+    if !ctx.api_errors.failed(&o.claim) {
+        return;
+    }
+    let fix = match source {
+        kube::Error::Api(status) if status.code == 403 => {
+            "; the provisioner's ServiceAccount lacks a permission: grant the verb and resource named above in its RBAC (deploy/rbac.yaml)"
+        }
+        kube::Error::Api(status) if status.code == 401 => {
+            "; the provisioner's credentials were refused: check its ServiceAccount token"
+        }
+        _ => "; retrying with backoff",
+    };
+    let problem = Problem {
+        reason: "KubernetesAPIError",
+        message: format!("could not {action}: {source}{fix}"),
+    };
+    let phase = o
+        .claim
+        .status
+        .as_ref()
+        .and_then(|s| s.phase)
+        .unwrap_or(ClaimPhase::Pending);
+    if let Err(e) = show_problem(o, ctx, phase, &problem).await {
+        tracing::debug!(error = %e, "could not show the API error on the claim");
+    }
+}

@@ -74,7 +74,11 @@ pub(crate) fn claim_status_is_bound(claim: &ObjectBucketClaim, config_refused: b
         s.phase == Some(ClaimPhase::Bound)
             && s.conditions
                 .iter()
-                .any(|c| c.type_ == BOUND_CONDITION && c.status == "True")
+                // "Provisioned": a problem shown on a Bound claim (an API
+                // error) is cleared once it passes.
+                .any(|c| {
+                    c.type_ == BOUND_CONDITION && c.status == "True" && c.reason == "Provisioned"
+                })
     });
     if !bound || config_refused {
         return bound;
