@@ -833,11 +833,26 @@ async fn only_the_leader_acts_and_it_serves_metrics_and_health() {
     assert_eq!(get("/healthz").await.0, 200);
     assert_eq!(get("/readyz").await, (200, "ready".to_owned()));
     let (_, metrics) = get("/metrics").await;
+    let content_type = http
+        .get(format!("http://127.0.0.1:{port}/metrics"))
+        .send()
+        .await
+        .expect("request")
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    assert_eq!(
+        content_type.as_deref(),
+        Some("application/openmetrics-text; version=1.0.0; charset=utf-8"),
+        "what prometheus-client writes"
+    );
     for needle in [
         "obc_claims{phase=\"Bound\"} 1",
         "obc_provisioner_operations_total{operation=\"provision\",result=\"ok\"} 1",
         "obc_reconciles_total{result=\"ok\"}",
         "obc_reconcile_duration_seconds_bucket",
+        "obc_bucket_reconcile_duration_seconds_count",
     ] {
         assert!(
             metrics.contains(needle),
