@@ -96,7 +96,10 @@ impl<P: Provisioner> ControllerBuilder<P> {
 
     /// Serves only claims in these namespaces (an empty list means all).
     pub fn namespaces<S: Into<String>>(mut self, namespaces: impl IntoIterator<Item = S>) -> Self {
-        let list: Vec<String> = namespaces.into_iter().map(Into::into).collect();
+        let mut list: Vec<String> = namespaces.into_iter().map(Into::into).collect();
+        // One set of watches per namespace, however often it is named.
+        list.sort_unstable();
+        list.dedup();
         self.scope = if list.is_empty() {
             WatchScope::All
         } else {
@@ -251,7 +254,15 @@ impl<P: Provisioner> ControllerBuilder<P> {
             client, label, &shared, &scopes, metrics, synced_rx, leadership,
         );
 
-        let config = kube::runtime::controller::Config::default().concurrency(concurrency);
+        // With several namespaces the limit is one semaphore they share
+        // (`shared_limit`); each controller itself is then unbounded.
+        let per_controller = if ctx.claim_permits.is_some() {
+            0
+        } else {
+            concurrency
+        };
+        let config = kube::runtime::controller::Config::default().concurrency(per_controller);
+        let bucket_config = kube::runtime::controller::Config::default().concurrency(concurrency);
         let mut tasks: Vec<BoxFuture<'static, ()>> = Vec::new();
         let mut retries = Vec::new();
         for scope in scopes {
@@ -280,7 +291,7 @@ impl<P: Provisioner> ControllerBuilder<P> {
                 shared.buckets.clone(),
                 claim_deletions,
                 ctx.clone(),
-                config,
+                bucket_config,
                 stop.clone(),
             ));
         }
@@ -307,6 +318,17 @@ impl<P: Provisioner> ControllerBuilder<P> {
         }
     }
 
+    /// The claim concurrency limit shared by the controllers of several
+    /// namespaces (`None` with one controller, or no limit).
+    fn shared_limit(&self) -> Option<Arc<tokio::sync::Semaphore>> {
+        match &self.scope {
+            WatchScope::Namespaces(list) if list.len() > 1 && self.concurrency > 0 => Some(
+                Arc::new(tokio::sync::Semaphore::new(usize::from(self.concurrency))),
+            ),
+            _ => None,
+        }
+    }
+
     /// What every reconcile reads: the client, the provisioner, the caches,
     /// the settings.
     #[allow(clippy::too_many_arguments)]
@@ -320,6 +342,11 @@ impl<P: Provisioner> ControllerBuilder<P> {
         caches_synced: watch::Receiver<bool>,
         leadership: Option<Arc<Leadership>>,
     ) -> Arc<Context<P>> {
+        let claim_permits = self.shared_limit();
+        let namespaces = match &self.scope {
+            WatchScope::All => None,
+            WatchScope::Namespaces(list) => Some(list.iter().cloned().collect()),
+        };
         let reporter = Reporter {
             controller: label.clone(),
             instance: std::env::var("POD_NAME").ok(),
@@ -351,6 +378,8 @@ impl<P: Provisioner> ControllerBuilder<P> {
             in_flight: Default::default(),
             verified: Default::default(),
             api_errors: Default::default(),
+            claim_permits,
+            namespaces,
         })
     }
 }

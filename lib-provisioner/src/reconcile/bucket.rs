@@ -44,7 +44,7 @@ async fn reconcile_object_bucket<P: Provisioner>(
         // Not ours, or nothing of ours left on it.
         return Ok(Action::await_change());
     }
-    if let Some(action) = claim_holds(&ob, &ctx).await? {
+    if let Some(action) = claim_holds(&ob, ctx).await? {
         return Ok(action);
     }
     // Decide on the API's copy, not the cache's: after an apiserver restart
@@ -64,7 +64,7 @@ async fn reconcile_object_bucket<P: Provisioner>(
         return Ok(Action::await_change());
     }
     if fresh.spec.claim_ref != ob.spec.claim_ref
-        && let Some(action) = claim_holds(&fresh, &ctx).await?
+        && let Some(action) = claim_holds(&fresh, ctx).await?
     {
         return Ok(action);
     }
@@ -80,7 +80,7 @@ async fn reconcile_object_bucket<P: Provisioner>(
     }
     // Secret and ConfigMap first: a pass that raced the claim's deletion may
     // have written them for the vanished claim after its ObjectBucket.
-    release_children(&ob, &ctx).await?;
+    release_children(&ob, ctx).await?;
 
     // Orphaned: its claim is gone without having released it.
     let class = ctx.class_state(&ob.spec.storage_class_name);
@@ -149,6 +149,11 @@ async fn claim_state<P: Provisioner>(ob: &ObjectBucket, ctx: &Context<P>) -> Res
         warn!(object_bucket = %ob.name_any(), "ObjectBucket has no usable claimRef; leaving it alone");
         return Ok(ClaimState::Unknown);
     };
+    if !ctx.serves_namespace(ns) {
+        // Namespaced mode: another namespace's claim is not this
+        // controller's to look at (nor, with Role-only RBAC, readable).
+        return Ok(ClaimState::Unknown);
+    }
     let key = ObjectRef::<ObjectBucketClaim>::new(name).within(ns);
     if ctx
         .claims

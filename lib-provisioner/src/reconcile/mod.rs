@@ -77,6 +77,20 @@ pub(crate) struct Context<P> {
     pub verified: drift::Verified,
     /// Since when each claim's passes fail on a Kubernetes API error.
     pub api_errors: ApiErrors,
+    /// The namespaces served; `None`: all.
+    pub namespaces: Option<std::collections::BTreeSet<String>>,
+    /// With several namespaces (one claim controller each), the one
+    /// concurrency limit they share.
+    pub claim_permits: Option<Arc<tokio::sync::Semaphore>>,
+}
+
+impl<P> Context<P> {
+    /// Whether claims in `namespace` are this controller's.
+    pub(crate) fn serves_namespace(&self, namespace: &str) -> bool {
+        self.namespaces
+            .as_ref()
+            .is_none_or(|list| list.contains(namespace))
+    }
 }
 
 /// Since when each claim (by UID) has failed on Kubernetes API errors: one
