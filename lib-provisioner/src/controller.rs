@@ -188,17 +188,36 @@ impl<P: Provisioner> ControllerBuilder<P> {
             .leader_election
             .clone()
             .map(|cfg| Arc::new(Elector::new(client.clone(), cfg)));
+        // A standby runs the watches and caches too, but passes no trigger
+        // on to the reconcilers until it leads (then it reconciles every
+        // cached object once): a hand-over does not relist.
+        let (leading_tx, leading_rx) = watch::channel(elector.is_none());
+        let leadership = elector.as_ref().map(|e| e.leadership());
+        let running = self.start(
+            client,
+            metrics.clone(),
+            health.clone(),
+            stop_rx,
+            leadership,
+            leading_rx,
+        );
+        tokio::pin!(running);
         if let Some(elector) = &elector {
             // A standby is healthy and ready: it serves by waiting.
             health.ready.store(true, Ordering::Relaxed);
             tokio::select! {
                 () = elector.acquire() => {}
-                () = &mut shutdown => return Ok(()),
+                () = &mut running => return Ok(()),
+                () = &mut shutdown => {
+                    let _ = stop_tx.send(true);
+                    running.await;
+                    return Ok(());
+                }
             }
         }
+        let _ = leading_tx.send(true);
+        metrics.leading(true);
 
-        let leadership = elector.as_ref().map(|e| e.leadership());
-        let running = self.start(client, metrics, health.clone(), stop_rx, leadership);
         let lost: BoxFuture<'static, RunError> = match &elector {
             Some(e) => {
                 let e = e.clone();
@@ -206,7 +225,6 @@ impl<P: Provisioner> ControllerBuilder<P> {
             }
             None => futures::future::pending().boxed(),
         };
-        tokio::pin!(running);
         let outcome = tokio::select! {
             () = &mut running => Ok(()),
             err = lost => Err(err),
@@ -220,6 +238,7 @@ impl<P: Provisioner> ControllerBuilder<P> {
                 elector.release().await;
             }
         }
+        metrics.leading(false);
         outcome
     }
 
@@ -230,6 +249,7 @@ impl<P: Provisioner> ControllerBuilder<P> {
         health: Arc<Health>,
         stop: watch::Receiver<bool>,
         leadership: Option<Arc<Leadership>>,
+        leading: watch::Receiver<bool>,
     ) -> impl Future<Output = ()> + Send + 'static {
         let label = names::provisioner_label_value(&self.provisioner_name);
         let namespaces: Vec<Option<String>> = match &self.scope {
@@ -275,6 +295,7 @@ impl<P: Provisioner> ControllerBuilder<P> {
                     ctx.clone(),
                     config.clone(),
                     stop.clone(),
+                    leading.clone(),
                 )),
                 None => error!("the shared caches cannot be subscribed to; this is a bug"),
             }
@@ -293,6 +314,7 @@ impl<P: Provisioner> ControllerBuilder<P> {
                 ctx.clone(),
                 bucket_config,
                 stop.clone(),
+                leading,
             ));
         }
         let ready = wiring::signal_ready(

@@ -1,11 +1,15 @@
 //! Leader election through a `coordination.k8s.io/v1` Lease.
 //!
-//! One replica holds the Lease and reconciles; the others wait. The holder
-//! renews every `renew_every`; a candidate takes the Lease once its
-//! `renewTime` is older than `lease_duration`. Every write is a replace
-//! guarded by `resourceVersion`, so two candidates can never both win. A
-//! holder that cannot renew before its own lease would expire stops acting
-//! (the process exits), so the next leader never overlaps with it.
+//! One replica holds the Lease and reconciles; the others wait, with their
+//! caches filled. The holder renews every `renew_every`. A candidate never
+//! compares the holder's `renewTime` with its own wall clock (the two hosts'
+//! clocks may disagree by more than a lease): like client-go, it takes the
+//! Lease only after it has seen the Lease unchanged (holder, `renewTime`,
+//! `resourceVersion`) for a full `lease_duration` on its own monotonic
+//! clock. Every write is a replace guarded by `resourceVersion`, so two
+//! candidates can never both win. A holder that cannot renew before its own
+//! lease would expire stops acting (the process exits), so the next leader
+//! never overlaps with it.
 //!
 //! A holder can also be paused (a stop-the-world pause, a VM stall, SIGSTOP)
 //! past its lease while a standby takes over. When it wakes, its queued
@@ -22,9 +26,10 @@
 //! ```
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use jiff::Timestamp;
+use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::Client;
@@ -48,6 +53,9 @@ pub struct LeaderElection {
     pub lease_duration: Duration,
     /// How often the holder renews (and candidates retry).
     pub renew_every: Duration,
+    /// Added to the wall clock this replica writes into the Lease (tests
+    /// only: a host whose clock is off).
+    wall_clock_skew: SignedDuration,
 }
 
 impl LeaderElection {
@@ -63,6 +71,7 @@ impl LeaderElection {
             identity: identity.into(),
             lease_duration: Duration::from_secs(15),
             renew_every: Duration::from_secs(5),
+            wall_clock_skew: SignedDuration::ZERO,
         }
     }
 
@@ -72,18 +81,37 @@ impl LeaderElection {
         self.renew_every = duration / 3;
         self
     }
+
+    /// Makes this replica's wall clock read `skew` off (tests only: the
+    /// election must not depend on clocks agreeing).
+    #[doc(hidden)]
+    pub fn with_wall_clock_skew(mut self, skew: SignedDuration) -> Self {
+        self.wall_clock_skew = skew;
+        self
+    }
+
+    fn wall_clock(&self) -> Timestamp {
+        let now = Timestamp::now();
+        now.checked_add(self.wall_clock_skew).unwrap_or(now)
+    }
 }
 
 /// Whether this replica may act: the start of its last successful lease
 /// renewal is recent enough, on the monotonic clock (which keeps running
 /// while the process is paused, unlike the process itself).
+///
+/// Before the first acquisition it never is: a standby runs its watches and
+/// caches, but nothing that writes.
 #[derive(Debug)]
 pub(crate) struct Leadership {
     base: Instant,
-    /// Milliseconds from `base` to the start of the last successful renewal.
+    /// One more than the milliseconds from `base` to the start of the last
+    /// successful renewal; 0 before the first.
     renewed_ms: AtomicU64,
     /// How long a renewal lets this replica act: less than the lease, so it
-    /// stops before any standby may take over, with room for clock skew.
+    /// stops before any standby may take over (a standby counts the lease
+    /// from when it saw the renewal, which is no earlier than its start),
+    /// with room for the two monotonic clocks' rates to differ.
     valid_for: Duration,
 }
 
@@ -97,21 +125,26 @@ impl Leadership {
     }
 
     fn renewed(&self, started: Instant) {
-        let ms = u64::try_from(started.duration_since(self.base).as_millis()).unwrap_or(u64::MAX);
+        let ms = u64::try_from(started.duration_since(self.base).as_millis())
+            .unwrap_or(u64::MAX - 1)
+            .saturating_add(1);
         self.renewed_ms.fetch_max(ms, Ordering::Relaxed);
     }
 
-    fn age(&self) -> Duration {
-        let renewed = self.base + Duration::from_millis(self.renewed_ms.load(Ordering::Relaxed));
-        Instant::now().saturating_duration_since(renewed)
+    /// Time since the start of the last successful renewal; `None` before
+    /// the first.
+    fn age(&self) -> Option<Duration> {
+        let ms = self.renewed_ms.load(Ordering::Relaxed).checked_sub(1)?;
+        let renewed = self.base + Duration::from_millis(ms);
+        Some(Instant::now().saturating_duration_since(renewed))
     }
 
     /// `Ok` while the last renewal is valid; [`Error::NotLeading`] once it
-    /// ran out.
+    /// ran out, or before this replica ever led.
     pub(crate) fn check(&self) -> Result<()> {
-        let age = self.age();
+        let age = self.age().unwrap_or(Duration::MAX);
         if age >= self.valid_for {
-            return Err(Error::NotLeading(age - self.valid_for));
+            return Err(Error::NotLeading(age.saturating_sub(self.valid_for)));
         }
         Ok(())
     }
@@ -124,23 +157,64 @@ enum Attempt {
     HeldByOther(String),
 }
 
+/// What identifies one write of the Lease: any renewal changes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Record {
+    holder: Option<String>,
+    renew_time: Option<Timestamp>,
+    resource_version: Option<String>,
+}
+
+impl Record {
+    fn of(lease: &Lease) -> Self {
+        let spec = lease.spec.as_ref();
+        Self {
+            holder: spec.and_then(|s| s.holder_identity.clone()),
+            renew_time: spec.and_then(|s| s.renew_time.as_ref()).map(|t| t.0),
+            resource_version: lease.metadata.resource_version.clone(),
+        }
+    }
+}
+
+/// The last Lease record seen, and when (on the local monotonic clock) it
+/// was first seen: the only time a candidate goes by.
+#[derive(Debug, Default)]
+struct Observer {
+    last: Option<(Record, Instant)>,
+}
+
+impl Observer {
+    /// Records `record` as seen at `now`; returns since when it is unchanged.
+    fn observe(&mut self, record: Record, now: Instant) -> Instant {
+        match &self.last {
+            Some((seen, since)) if *seen == record => *since,
+            _ => {
+                self.last = Some((record, now));
+                now
+            }
+        }
+    }
+}
+
 pub(crate) struct Elector {
     api: Api<Lease>,
     cfg: LeaderElection,
-    leadership: std::sync::Arc<Leadership>,
+    leadership: Arc<Leadership>,
+    observer: Mutex<Observer>,
 }
 
 impl Elector {
     pub(crate) fn new(client: Client, cfg: LeaderElection) -> Self {
         Self {
             api: Api::namespaced(client, &cfg.namespace),
-            leadership: std::sync::Arc::new(Leadership::new(&cfg)),
+            leadership: Arc::new(Leadership::new(&cfg)),
+            observer: Mutex::default(),
             cfg,
         }
     }
 
     /// The clock the reconcilers check before they act.
-    pub(crate) fn leadership(&self) -> std::sync::Arc<Leadership> {
+    pub(crate) fn leadership(&self) -> Arc<Leadership> {
         self.leadership.clone()
     }
 
@@ -186,7 +260,8 @@ impl Elector {
                     warn!(error = %e, "could not renew the leader lease");
                     // Stop before our lease can expire, so the next leader never
                     // overlaps with us.
-                    if self.leadership.age() + self.cfg.renew_every >= self.cfg.lease_duration {
+                    let age = self.leadership.age().unwrap_or(Duration::MAX);
+                    if age.saturating_add(self.cfg.renew_every) >= self.cfg.lease_duration {
                         return RunError::LostLease(format!(
                             "{} (renewal failed: {e})",
                             self.cfg.lease_name
@@ -227,7 +302,7 @@ impl Elector {
     }
 
     async fn try_hold_once(&self) -> Result<Attempt> {
-        let now = MicroTime(Timestamp::now());
+        let now = MicroTime(self.cfg.wall_clock());
         let duration_secs = i32::try_from(self.cfg.lease_duration.as_secs()).unwrap_or(i32::MAX);
         let Some(mut lease) = self
             .api
@@ -258,12 +333,22 @@ impl Elector {
                 Err(e) => Err(Error::kube("create the leader lease")(e)),
             };
         };
+        let unchanged_since = self
+            .observer
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .observe(Record::of(&lease), Instant::now());
         let spec = lease.spec.get_or_insert_with(Default::default);
         let holder = spec.holder_identity.clone().filter(|h| !h.is_empty());
         let ours = holder.as_deref() == Some(self.cfg.identity.as_str());
         if !ours {
             if let Some(holder) = holder
-                && !expired(spec, Timestamp::now())
+                && !ran_out(
+                    spec,
+                    self.cfg.lease_duration,
+                    unchanged_since,
+                    Instant::now(),
+                )
             {
                 return Ok(Attempt::HeldByOther(holder));
             }
@@ -287,19 +372,16 @@ impl Elector {
     }
 }
 
-/// Whether the holder's lease has run out at `now`.
-fn expired(spec: &LeaseSpec, now: Timestamp) -> bool {
-    let Some(renewed) = spec.renew_time.as_ref() else {
-        return true;
-    };
-    let duration = i64::from(spec.lease_duration_seconds.unwrap_or(15));
-    match renewed
-        .0
-        .checked_add(jiff::SignedDuration::from_secs(duration))
-    {
-        Ok(until) => until < now,
-        Err(_) => false,
-    }
+/// Whether the holder's lease has run out at `now`: this replica has seen
+/// the Lease unchanged since `unchanged_since` for a whole lease (the longer
+/// of the holder's and `ours`), on its own monotonic clock. The holder's
+/// `renewTime` is its wall clock, never compared with ours.
+fn ran_out(spec: &LeaseSpec, ours: Duration, unchanged_since: Instant, now: Instant) -> bool {
+    let theirs = spec
+        .lease_duration_seconds
+        .and_then(|s| u64::try_from(s).ok())
+        .map_or(Duration::ZERO, Duration::from_secs);
+    now.saturating_duration_since(unchanged_since) >= theirs.max(ours)
 }
 
 #[cfg(test)]
@@ -325,17 +407,60 @@ mod tests {
         assert!(leadership.check().is_ok(), "a renewal restores it");
     }
 
-    #[test]
-    fn leases_expire_after_their_duration() {
-        let now = Timestamp::now();
-        let spec = |ago: i64| LeaseSpec {
-            holder_identity: Some("a".into()),
+    fn record(holder: &str, rv: &str) -> Record {
+        Record {
+            holder: Some(holder.into()),
+            renew_time: Some(Timestamp::UNIX_EPOCH),
+            resource_version: Some(rv.into()),
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lease_runs_out_only_after_it_was_seen_unchanged_for_its_duration() {
+        let mut observer = Observer::default();
+        let t0 = Instant::now();
+        // The holder's renewTime is an hour old by our clock: irrelevant.
+        assert_eq!(observer.observe(record("a", "1"), t0), t0);
+        tokio::time::advance(Duration::from_secs(4)).await;
+        assert_eq!(observer.observe(record("a", "1"), Instant::now()), t0);
+        tokio::time::advance(Duration::from_secs(1)).await;
+        let renewed = Instant::now();
+        assert_eq!(
+            observer.observe(record("a", "2"), renewed),
+            renewed,
+            "a renewal restarts it"
+        );
+        assert_eq!(observer.observe(record("b", "2"), renewed), renewed);
+
+        let spec = LeaseSpec {
             lease_duration_seconds: Some(15),
-            renew_time: Some(MicroTime(now - jiff::SignedDuration::from_secs(ago))),
             ..Default::default()
         };
-        assert!(!expired(&spec(5), now));
-        assert!(expired(&spec(16), now));
-        assert!(expired(&LeaseSpec::default(), now));
+        let six = Duration::from_secs(6);
+        let at = |secs| renewed + Duration::from_secs(secs);
+        assert!(
+            !ran_out(&spec, six, renewed, at(14)),
+            "the holder's 15 s count"
+        );
+        assert!(ran_out(&spec, six, renewed, at(15)));
+        assert!(!ran_out(&LeaseSpec::default(), six, renewed, at(5)));
+        assert!(ran_out(&LeaseSpec::default(), six, renewed, at(6)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn leadership_starts_out_not_leading() {
+        let cfg = LeaderElection::new("ns", "lease", "me");
+        let leadership = Leadership::new(&cfg);
+        assert!(matches!(leadership.check(), Err(Error::NotLeading(_))));
+        leadership.renewed(Instant::now());
+        assert!(leadership.check().is_ok());
+    }
+
+    #[test]
+    fn a_skewed_wall_clock_is_only_written() {
+        let cfg = LeaderElection::new("ns", "lease", "me")
+            .with_wall_clock_skew(SignedDuration::from_hours(1));
+        let ahead = cfg.wall_clock().duration_since(Timestamp::now());
+        assert!(ahead > SignedDuration::from_mins(59), "{ahead:?}");
     }
 }

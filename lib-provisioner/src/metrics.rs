@@ -8,10 +8,12 @@
 //! | `obc_provisioner_operations_total` | counter | `operation`, `result` |
 //! | `obc_provisioner_operation_duration_seconds` | histogram | `operation` |
 //! | `obc_claims` | gauge | `phase` (from the claim cache at scrape time) |
+//! | `obc_leader` | gauge | (1 while this replica leads, or runs without leader election; 0 while it stands by) |
 //!
 //! ```
 //! let metrics = lib_provisioner::metrics::Metrics::new();
 //! assert!(metrics.render().contains("obc_claims{phase=\"Bound\"} 0"));
+//! assert!(metrics.render().contains("obc_leader 0"));
 //! ```
 
 use std::collections::BTreeMap;
@@ -23,7 +25,7 @@ use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
@@ -43,6 +45,7 @@ pub struct Metrics {
     conflicts: Counter,
     operations: Family<Labels, Counter>,
     operation_duration: Family<Labels, Histogram>,
+    leader: Gauge,
 }
 
 impl Default for Metrics {
@@ -111,6 +114,12 @@ impl Metrics {
             "Time provisioner calls took",
             operation_duration.clone(),
         );
+        let leader = Gauge::default();
+        registry.register(
+            "obc_leader",
+            "1 while this replica leads (or runs without leader election), 0 while it stands by",
+            leader.clone(),
+        );
         registry.register_collector(Box::new(PhaseCollector {
             claims: claims.clone(),
         }));
@@ -124,6 +133,7 @@ impl Metrics {
             conflicts,
             operations,
             operation_duration,
+            leader,
         }
     }
 
@@ -146,6 +156,11 @@ impl Metrics {
             .get_or_create(&vec![("result", result.to_owned())])
             .inc();
         self.bucket_reconcile_duration.observe(took.as_secs_f64());
+    }
+
+    /// Sets `obc_leader`.
+    pub(crate) fn leading(&self, leading: bool) {
+        self.leader.set(i64::from(leading));
     }
 
     pub(crate) fn conflict(&self) {

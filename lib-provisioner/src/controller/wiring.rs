@@ -187,7 +187,8 @@ where
 }
 
 /// The claim reconciler of one scope: triggered by its claims, their
-/// children, their ObjectBuckets, and the classes of claims still waiting.
+/// children, their ObjectBuckets, and the classes of claims still waiting;
+/// only while `leading` (then once for every cached claim).
 pub(super) fn claim_controller<P: Provisioner>(
     scope: Scope,
     (bucket_events, class_events, retried): (
@@ -198,40 +199,49 @@ pub(super) fn claim_controller<P: Provisioner>(
     ctx: Arc<Context<P>>,
     config: Config,
     stop: watch::Receiver<bool>,
+    leading: watch::Receiver<bool>,
 ) -> BoxFuture<'static, ()> {
     let ns = scope.namespace.clone();
     let in_scope = move |claim_ns: &str| ns.as_deref().is_none_or(|n| n == claim_ns);
     let claims_for_class = scope.claims.clone();
-    Controller::for_stream(scope.claim_feed, scope.claims)
+    Controller::for_stream(while_leading(scope.claim_feed, &leading), scope.claims)
         .with_config(config)
         // The trigger streams' own backoff (kube-runtime's default grows
         // to 30 s) would hold the claims back after an outage just as well.
         .trigger_backoff(watch_backoff())
-        .owns_stream(scope.secret_feed)
-        .owns_stream(scope.config_map_feed)
-        .watches_shared_stream(bucket_events, move |ob: Arc<ObjectBucket>| {
-            ob.spec.claim_ref.as_ref().and_then(|r| {
-                let (ns, name) = (r.namespace.as_deref()?, r.name.as_deref()?);
-                in_scope(ns).then(|| ObjectRef::new(name).within(ns))
-            })
-        })
-        .watches_shared_stream(class_events, move |class: Arc<StorageClass>| {
-            // A class appearing or changing can unblock waiting claims and
-            // blocked deletions (a fixed parameter); bound claims do not
-            // depend on it.
-            let name = class.metadata.name.clone().unwrap_or_default();
-            claims_for_class
-                .state()
-                .into_iter()
-                .filter(|c| {
-                    c.spec.storage_class_name == name
-                        && (c.metadata.deletion_timestamp.is_some()
-                            || c.status.as_ref().and_then(|s| s.phase) != Some(ClaimPhase::Bound))
+        .reconcile_all_on(took_over(leading.clone()))
+        .owns_stream(while_leading(scope.secret_feed, &leading))
+        .owns_stream(while_leading(scope.config_map_feed, &leading))
+        .watches_shared_stream(
+            while_leading(bucket_events, &leading),
+            move |ob: Arc<ObjectBucket>| {
+                ob.spec.claim_ref.as_ref().and_then(|r| {
+                    let (ns, name) = (r.namespace.as_deref()?, r.name.as_deref()?);
+                    in_scope(ns).then(|| ObjectRef::new(name).within(ns))
                 })
-                .map(|c| ObjectRef::from_obj(c.as_ref()))
-                .collect::<Vec<_>>()
-        })
-        .reconcile_on(tokio_stream_of(retried))
+            },
+        )
+        .watches_shared_stream(
+            while_leading(class_events, &leading),
+            move |class: Arc<StorageClass>| {
+                // A class appearing or changing can unblock waiting claims and
+                // blocked deletions (a fixed parameter); bound claims do not
+                // depend on it.
+                let name = class.metadata.name.clone().unwrap_or_default();
+                claims_for_class
+                    .state()
+                    .into_iter()
+                    .filter(|c| {
+                        c.spec.storage_class_name == name
+                            && (c.metadata.deletion_timestamp.is_some()
+                                || c.status.as_ref().and_then(|s| s.phase)
+                                    != Some(ClaimPhase::Bound))
+                    })
+                    .map(|c| ObjectRef::from_obj(c.as_ref()))
+                    .collect::<Vec<_>>()
+            },
+        )
+        .reconcile_on(while_leading(tokio_stream_of(retried), &leading))
         .graceful_shutdown_on(stopped(stop))
         .run(claim::reconcile, reconcile::error_policy, ctx)
         .for_each(|result| async move {
@@ -244,7 +254,8 @@ pub(super) fn claim_controller<P: Provisioner>(
 
 /// The ObjectBucket reconciler. A claim that disappears leaves its
 /// ObjectBucket unchanged; only the claim's deletion (`deletions`) can tell
-/// it to look.
+/// it to look. Only while `leading`, like the claim reconciler.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn bucket_controller<P: Provisioner>(
     bucket_events: ReflectHandle<ObjectBucket>,
     buckets: Store<ObjectBucket>,
@@ -252,11 +263,13 @@ pub(super) fn bucket_controller<P: Provisioner>(
     ctx: Arc<Context<P>>,
     config: Config,
     stop: watch::Receiver<bool>,
+    leading: watch::Receiver<bool>,
 ) -> BoxFuture<'static, ()> {
-    Controller::for_shared_stream(bucket_events, buckets)
+    Controller::for_shared_stream(while_leading(bucket_events, &leading), buckets)
         .with_config(config)
         .trigger_backoff(watch_backoff())
-        .reconcile_on(tokio_stream_of(deletions))
+        .reconcile_all_on(took_over(leading.clone()))
+        .reconcile_on(while_leading(tokio_stream_of(deletions), &leading))
         .graceful_shutdown_on(stopped(stop))
         .run(bucket::reconcile, reconcile::error_policy, ctx)
         .for_each(|result| async move {
@@ -399,6 +412,30 @@ fn tracked<K>(
             health.watches.failed(name);
         }
     }
+}
+
+/// Passes a reconciler's trigger on only while this replica leads. A
+/// standby still polls it, so its caches stay warm: the reflector has
+/// applied each event to the cache before the event gets here, and
+/// [`took_over`] covers whatever was dropped.
+fn while_leading<S>(
+    trigger: S,
+    leading: &watch::Receiver<bool>,
+) -> impl futures::Stream<Item = S::Item> + Send + 'static
+where
+    S: futures::Stream + Send + 'static,
+    S::Item: Send,
+{
+    let leading = leading.clone();
+    trigger.filter(move |_| futures::future::ready(*leading.borrow()))
+}
+
+/// Fires once, when this replica starts leading: then every cached object
+/// is reconciled.
+fn took_over(mut leading: watch::Receiver<bool>) -> impl futures::Stream<Item = ()> + Send {
+    futures::stream::once(async move { leading.wait_for(|l| *l).await.is_ok() })
+        .filter(|led| futures::future::ready(*led))
+        .map(|_| ())
 }
 
 async fn stopped(mut rx: watch::Receiver<bool>) {
