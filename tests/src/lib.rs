@@ -1,8 +1,10 @@
 //! Test support for the object-bucket provisioner workspace: a local environment
 //! with etcd, a real kube-apiserver and an S3 server ([`testenv::TestEnv`]), and
 //! RustFS, an S3 store with MinIO's admin API ([`rustfs::RustFs`]); the setup
-//! the tests, the benchmark and the demo share ([`setup`]).
+//! the tests, the benchmark and the demo share ([`setup`]); the RBAC check
+//! against the audit log ([`rbac`]).
 
+pub mod rbac;
 pub mod recording;
 pub mod reliability;
 pub mod rustfs;

@@ -510,111 +510,15 @@ async fn assert_quota_enforced((client, bucket, _): &ClaimAccess) {
     assert!(is_quota_exceeded(&over), "refused for the quota: {over:?}");
 }
 
-/// Permissions the code needs on paths this scenario does not take, and why.
-const NEEDED_BUT_NOT_EXERCISED: &[(&str, &str, &str, &str)] = &[
-    (
-        "",
-        "secrets",
-        "update",
-        "credentials rotated in place when a provisioner returns new ones",
-    ),
-    (
-        "",
-        "configmaps",
-        "update",
-        "endpoint changes rewritten in place",
-    ),
-    (
-        "events.k8s.io",
-        "events",
-        "patch",
-        "a repeated event is folded into a series",
-    ),
-    (
-        "objectbucket.io",
-        "objectbucketclaims",
-        "get",
-        "the ObjectBucket reconciler reads a claim missing from its cache",
-    ),
-];
-
 /// Compares what `deploy/rbac.yaml` grants with what the controller did, as
-/// the apiserver's audit log recorded it: a denied request is a missing
-/// permission, a grant never used (and not listed above) is a surplus one.
+/// the apiserver's audit log recorded it (`obc_tests::rbac`).
 fn assert_rbac_is_exactly_what_is_used(env: &TestEnv) {
-    use std::collections::BTreeSet;
-    let user = "system:serviceaccount:obc-system:sample-provisioner";
-    let log = std::fs::read_to_string(env.audit_log_path()).expect("audit log");
-    let mut used = BTreeSet::new();
-    let mut denied = Vec::new();
-    for line in log.lines() {
-        let e: serde_json::Value = serde_json::from_str(line).expect("audit json");
-        if e["user"]["username"] != user {
-            continue;
-        }
-        let r = &e["objectRef"];
-        let resource = match r["subresource"].as_str() {
-            Some(sub) => format!("{}/{sub}", r["resource"].as_str().unwrap_or_default()),
-            None => r["resource"].as_str().unwrap_or_default().to_owned(),
-        };
-        let key = (
-            r["apiGroup"].as_str().unwrap_or_default().to_owned(),
-            resource,
-            e["verb"].as_str().unwrap_or_default().to_owned(),
-        );
-        if e["responseStatus"]["code"] == 403 {
-            denied.push(key);
-        } else {
-            used.insert(key);
-        }
-    }
-    assert!(
-        !used.is_empty(),
-        "the audit log recorded nothing for {user}"
-    );
-    assert!(
-        denied.is_empty(),
-        "deploy/rbac.yaml is missing permissions: {denied:?}"
-    );
-    let mut granted = BTreeSet::new();
-    for doc in read("deploy/rbac.yaml").split("\n---") {
-        let v: serde_yaml::Value = serde_yaml::from_str(doc).expect("rbac yaml");
-        if !matches!(v["kind"].as_str(), Some("ClusterRole" | "Role")) {
-            continue;
-        }
-        for rule in v["rules"].as_sequence().into_iter().flatten() {
-            let list = |k: &str| -> Vec<String> {
-                rule[k]
-                    .as_sequence()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|x| x.as_str().map(str::to_owned))
-                    .collect()
-            };
-            for g in list("apiGroups") {
-                for r in list("resources") {
-                    for verb in list("verbs") {
-                        granted.insert((g.clone(), r.clone(), verb));
-                    }
-                }
-            }
-        }
-    }
-    let allowed: BTreeSet<(String, String, String)> = NEEDED_BUT_NOT_EXERCISED
-        .iter()
-        .map(|(g, r, v, _)| ((*g).to_owned(), (*r).to_owned(), (*v).to_owned()))
-        .collect();
-    let surplus: Vec<_> = granted
-        .iter()
-        .filter(|g| !used.contains(*g) && !allowed.contains(*g))
-        .collect();
-    assert!(
-        surplus.is_empty(),
-        "deploy/rbac.yaml grants what the controller never used: {surplus:?}\nused: {used:?}"
-    );
-    let ungranted: Vec<_> = used.iter().filter(|u| !granted.contains(*u)).collect();
-    assert!(
-        ungranted.is_empty(),
-        "used but not granted by deploy/rbac.yaml (granted elsewhere?): {ungranted:?}"
-    );
+    obc_tests::rbac::check_rbac_is_exactly_what_is_used(
+        &env.audit_log_path(),
+        &read("deploy/rbac.yaml"),
+        "deploy/rbac.yaml",
+        ("obc-system", "sample-provisioner"),
+        obc_tests::rbac::NEEDED_BUT_NOT_EXERCISED,
+    )
+    .unwrap_or_else(|e| panic!("{e:#}"));
 }

@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-use super::{ENV_KUBE_APISERVER, ENV_RUSTFS_SERVER, ENV_S3_SERVER, ENV_TESTENV_CACHE};
+use super::{
+    ENV_CRANE, ENV_HELM, ENV_KUBE_APISERVER, ENV_RUSTFS_SERVER, ENV_S3_SERVER, ENV_TESTENV_CACHE,
+};
 
 /// An external program the environment runs, and where to find it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,6 +41,21 @@ pub const S3_SERVER_BINARY: BinarySpec = BinarySpec {
     name: "s3s-fs",
     env_var: ENV_S3_SERVER,
     cache_path: "s3s-fs-0.14.1/bin/s3s-fs",
+};
+
+/// Helm, built by `scripts/install-testenv` (the chart tests).
+pub const HELM_BINARY: BinarySpec = BinarySpec {
+    name: "helm",
+    env_var: ENV_HELM,
+    cache_path: "helm-v4.3.2/helm",
+};
+
+/// crane (go-containerregistry), built by `scripts/install-testenv`
+/// (`scripts/build-image`).
+pub const CRANE_BINARY: BinarySpec = BinarySpec {
+    name: "crane",
+    env_var: ENV_CRANE,
+    cache_path: "crane-v0.22.1/crane",
 };
 
 /// A binary the environment needs is not where it was looked for.

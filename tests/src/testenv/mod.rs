@@ -39,8 +39,9 @@ use kube::Client;
 use tokio::sync::Mutex;
 
 pub use binaries::{
-    BinarySpec, KUBE_APISERVER_BINARY, MissingBinary, RUSTFS_BINARY, S3_SERVER_BINARY, etcd_binary,
-    resolve_binary, resolve_binary_from_env, testenv_cache_dir, testenv_cache_dir_from_env,
+    BinarySpec, CRANE_BINARY, HELM_BINARY, KUBE_APISERVER_BINARY, MissingBinary, RUSTFS_BINARY,
+    S3_SERVER_BINARY, etcd_binary, resolve_binary, resolve_binary_from_env, testenv_cache_dir,
+    testenv_cache_dir_from_env,
 };
 pub use identities::client_from_kubeconfig;
 pub(crate) use process::{Proc, free_port, random_string, with_port_retries};
@@ -63,6 +64,10 @@ pub const ENV_KUBE_APISERVER: &str = "OBC_KUBE_APISERVER";
 pub const ENV_S3_SERVER: &str = "OBC_S3_SERVER";
 /// Overrides the RustFS binary path.
 pub const ENV_RUSTFS_SERVER: &str = "OBC_RUSTFS_SERVER";
+/// Overrides the helm binary path.
+pub const ENV_HELM: &str = "OBC_HELM";
+/// Overrides the crane binary path.
+pub const ENV_CRANE: &str = "OBC_CRANE";
 /// Overrides the cache directory `scripts/install-testenv` builds into.
 pub const ENV_TESTENV_CACHE: &str = "OBC_TESTENV_CACHE";
 /// `1` keeps the temporary directory of an environment after it is dropped.

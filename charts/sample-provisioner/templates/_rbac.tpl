@@ -1,0 +1,66 @@
+{{/* Rules on cluster-scoped objects: always in the ClusterRole. */}}
+{{- define "sample-provisioner.clusterScopedRules" -}}
+# ObjectBuckets (cluster-scoped): cached (list/watch), read after a create
+# conflict (get), created at binding, merge-patched (finalizer, endpoint,
+# takeover, release) and deleted at teardown.
+- apiGroups: ["objectbucket.io"]
+  resources: ["objectbuckets"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+# ObjectBucket phase (Bound/Released/Failed): merge patch on status.
+- apiGroups: ["objectbucket.io"]
+  resources: ["objectbuckets/status"]
+  verbs: ["patch"]
+# StorageClasses: cached (list/watch) to find the classes naming this
+# provisioner, their parameters and reclaim policy; never written.
+- apiGroups: ["storage.k8s.io"]
+  resources: ["storageclasses"]
+  verbs: ["list", "watch"]
+{{- end }}
+
+{{/* Rules in the claims' namespaces: cluster-wide or a Role in each. */}}
+{{- define "sample-provisioner.claimNamespaceRules" -}}
+# Claims: watched (list/watch), read (get) when the cache lags, and written
+# only with merge patches (finalizer, generated-name annotation,
+# spec.objectBucketName, the finalizer's removal); never replaced.
+- apiGroups: ["objectbucket.io"]
+  resources: ["objectbucketclaims"]
+  verbs: ["get", "list", "watch", "patch"]
+# Claim status (phase, message, Bound condition): merge patch.
+- apiGroups: ["objectbucket.io"]
+  resources: ["objectbucketclaims/status"]
+  verbs: ["patch"]
+# Secrets: the claim's credentials (watched by label, read, created,
+# replaced when credentials change, patched, deleted at teardown){{ if ne .Values.rbac.scope "namespaced" }}, and the
+# StorageClasses' admin Secrets (get){{ end }}.
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get", "list", "watch", "create", "update", "patch", "delete"]
+# The claim's endpoint ConfigMap: same life cycle as its Secret{{ if ne .Values.rbac.scope "namespaced" }}; also the
+# sample's creation intents in its own namespace (create, get, delete){{ end }}.
+- apiGroups: [""]
+  resources: ["configmaps"]
+  verbs: ["get", "list", "watch", "create", "update", "patch", "delete"]
+# Events on claims: created, and patched when an event repeats.
+- apiGroups: ["events.k8s.io"]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+{{- end }}
+
+{{/* A RoleBinding of the Role `name` in `namespace` to the ServiceAccount. */}}
+{{- define "sample-provisioner.roleBinding" -}}
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: {{ .name }}
+  namespace: {{ .namespace }}
+  labels:
+    {{- include "sample-provisioner.labels" .root | nindent 4 }}
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: Role
+  name: {{ .name }}
+subjects:
+  - kind: ServiceAccount
+    name: {{ include "sample-provisioner.serviceAccountName" .root }}
+    namespace: {{ .root.Release.Namespace }}
+{{- end }}

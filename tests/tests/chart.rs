@@ -1,0 +1,666 @@
+//! The Helm chart `charts/sample-provisioner`, with the real Helm that
+//! `scripts/install-testenv` builds (`OBC_HELM`; a missing helm fails every
+//! test): lint, the values schema, its CRDs against `crds/`, the pod's
+//! security settings; then installed into the test apiserver, the sample
+//! provisioner binary, run with the rendered Deployment's arguments and
+//! environment under the chart's ServiceAccount and RBAC, binds and deletes
+//! a claim on RustFS, and the apiserver's audit log shows no denied request
+//! and no unused grant (`obc_tests::rbac`).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail, ensure};
+use aws_sdk_s3::primitives::ByteStream;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::rbac::v1::ClusterRole;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DeleteParams, PostParams};
+use lib_provisioner::api::{ClaimPhase, ObjectBucketClaim};
+use obc_tests::rbac::{
+    NEEDED_BUT_NOT_EXERCISED, Scope, check_rbac_is_exactly_what_is_used, grants_of,
+};
+use obc_tests::recording::{wait_gone, wait_phase};
+use obc_tests::reliability::{assert_no_leaks, register_secret};
+use obc_tests::rustfs::RustFs;
+use obc_tests::setup::{create_admin_secret, repo_file, spawn_provisioner};
+use obc_tests::testenv::{HELM_BINARY, resolve_binary_from_env, s3_client_for};
+use obc_tests::{TestEnv, wait_for};
+
+const CHART: &str = "charts/sample-provisioner";
+const RELEASE: &str = "sample-provisioner";
+const NAMESPACE: &str = "obc-system";
+const T: Duration = Duration::from_secs(60);
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// Runs helm from the repository root with its own (empty) configuration
+/// and cache directories; its stdout, or an error with its stderr.
+struct Helm {
+    bin: PathBuf,
+    home: tempfile::TempDir,
+}
+
+impl Helm {
+    fn new() -> Helm {
+        let bin = resolve_binary_from_env(&HELM_BINARY).unwrap_or_else(|e| panic!("{e}"));
+        Helm {
+            bin,
+            home: tempfile::tempdir().expect("helm home"),
+        }
+    }
+
+    fn run(&self, args: &[&str]) -> Result<String> {
+        let home = self.home.path();
+        let out = std::process::Command::new(&self.bin)
+            .args(args)
+            .current_dir(repo())
+            .env("HELM_CACHE_HOME", home.join("cache"))
+            .env("HELM_CONFIG_HOME", home.join("config"))
+            .env("HELM_DATA_HOME", home.join("data"))
+            .stdin(Stdio::null())
+            .output()
+            .with_context(|| format!("running {}", self.bin.display()))?;
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        if !out.status.success() {
+            bail!("helm {args:?} failed ({}):\n{stderr}\n{stdout}", out.status);
+        }
+        Ok(stdout)
+    }
+
+    /// `helm template` of the chart as release `sample-provisioner` in
+    /// `obc-system`, with `--set`-style values.
+    fn template(&self, values: &[&str]) -> Result<String> {
+        let mut args = vec!["template", RELEASE, CHART, "--namespace", NAMESPACE];
+        for v in values {
+            args.extend(["--set", v]);
+        }
+        self.run(&args)
+    }
+}
+
+fn documents(yaml: &str) -> Vec<serde_yaml::Value> {
+    use serde::Deserialize;
+    serde_yaml::Deserializer::from_str(yaml)
+        .map(|d| serde_yaml::Value::deserialize(d).expect("rendered YAML"))
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
+fn of_kind<'a>(docs: &'a [serde_yaml::Value], kind: &str) -> Vec<&'a serde_yaml::Value> {
+    docs.iter().filter(|d| d["kind"] == kind).collect()
+}
+
+fn deployment(docs: &[serde_yaml::Value]) -> Deployment {
+    let found = of_kind(docs, "Deployment");
+    assert_eq!(found.len(), 1, "one Deployment");
+    serde_yaml::from_value(found[0].clone()).expect("Deployment")
+}
+
+const NAMESPACED: &[&str] = &["rbac.scope=namespaced", "watchNamespaces={apps}"];
+const EVERYTHING_ON: &[&str] = &[
+    "exampleStorageClass.enabled=true",
+    "exampleStorageClass.endpoint=http://s3.storage.svc:9000",
+    "exampleStorageClass.parameters.forceDelete=true",
+    "metrics.service.enabled=true",
+    "metrics.serviceMonitor.enabled=true",
+    "replicaCount=2",
+];
+
+#[test]
+fn the_install_script_builds_the_helm_the_tests_look_for() {
+    let script = repo_file("scripts/install-testenv").expect("script");
+    assert!(
+        script.contains("HELM_VERSION=\"${HELM_VERSION:-v4.3.2}\""),
+        "scripts/install-testenv's helm version is not {}",
+        HELM_BINARY.cache_path
+    );
+    assert_eq!(HELM_BINARY.cache_path, "helm-v4.3.2/helm");
+}
+
+#[test]
+fn the_chart_lints_in_every_mode() {
+    let helm = Helm::new();
+    for values in [&[][..], NAMESPACED, EVERYTHING_ON] {
+        let mut args = vec!["lint", "--strict", CHART];
+        for v in values {
+            args.extend(["--set", v]);
+        }
+        let out = helm.run(&args).unwrap_or_else(|e| panic!("{e:#}"));
+        assert!(
+            out.contains("1 chart(s) linted, 0 chart(s) failed"),
+            "{out}"
+        );
+    }
+    let docs = documents(
+        &helm
+            .template(&[NAMESPACED, EVERYTHING_ON].concat())
+            .expect("template"),
+    );
+    for kind in [
+        "StorageClass",
+        "Service",
+        "ServiceMonitor",
+        "Role",
+        "RoleBinding",
+    ] {
+        assert!(!of_kind(&docs, kind).is_empty(), "no {kind} rendered");
+    }
+}
+
+#[test]
+fn values_the_chart_cannot_serve_are_refused_with_the_value_named() {
+    let helm = Helm::new();
+    for (values, expect) in [
+        (&["replicaCount=-1"][..], "replicaCount"),
+        (&["rbac.scope=everything"], "scope"),
+        (&["replicas=2"], "replicas"),
+        (&["image.digest=latest"], "digest"),
+        (&["logFormat=xml"], "logFormat"),
+        (
+            &["leaderElection.leaseDurationSeconds=1"],
+            "leaseDurationSeconds",
+        ),
+        (&["metrics.port=0"], "port"),
+        (&["exampleStorageClass.parameters.endpoint=x"], "endpoint"),
+        (
+            &["replicaCount=2", "leaderElection.enabled=false"],
+            "leaderElection.enabled",
+        ),
+        (&["rbac.scope=namespaced"], "watchNamespaces"),
+        (
+            &["exampleStorageClass.enabled=true"],
+            "exampleStorageClass.endpoint",
+        ),
+        (&["serviceAccount.create=false"], "serviceAccount.name"),
+    ] {
+        let err = helm
+            .template(values)
+            .expect_err(&format!("{values:?} was accepted"));
+        let msg = format!("{err:#}");
+        assert!(msg.contains(expect), "{values:?}: {msg}");
+    }
+}
+
+/// The CRDs as the chart has them (`helm show crds`, and inside the
+/// package `helm package` makes) are `crds/`, byte for byte.
+#[test]
+fn the_charts_crds_are_the_generated_ones() {
+    let helm = Helm::new();
+    let crds_dir = repo().join("crds");
+    let mut generated = BTreeMap::new();
+    for entry in std::fs::read_dir(&crds_dir).expect("crds/") {
+        let path = entry.expect("entry").path();
+        let name = path
+            .file_name()
+            .expect("name")
+            .to_string_lossy()
+            .into_owned();
+        generated.insert(name, std::fs::read_to_string(&path).expect("crd"));
+    }
+    assert_eq!(generated.len(), 2, "{generated:?}");
+    // What `cargo run -p obc-tests --bin crdgen` writes is what is on disk.
+    for (name, yaml) in lib_provisioner::api::crd_files() {
+        assert_eq!(generated.get(name), Some(&yaml), "crds/{name} drifted");
+    }
+
+    let shown = helm.run(&["show", "crds", CHART]).expect("show crds");
+    for (name, yaml) in &generated {
+        assert!(
+            shown.contains(yaml.as_str()),
+            "helm show crds lacks crds/{name} as it is"
+        );
+    }
+
+    let out = tempfile::tempdir().expect("dir");
+    let dest = out.path().to_str().expect("utf-8 path");
+    helm.run(&["package", CHART, "--destination", dest])
+        .expect("package");
+    let tgz = out.path().join("sample-provisioner-0.1.0.tgz");
+    let status = std::process::Command::new("tar")
+        .arg("-xzf")
+        .arg(&tgz)
+        .arg("-C")
+        .arg(out.path())
+        .status()
+        .expect("tar");
+    assert!(status.success(), "tar -xzf {}", tgz.display());
+    let packaged_dir = out.path().join("sample-provisioner/crds");
+    let mut packaged = BTreeMap::new();
+    for entry in std::fs::read_dir(&packaged_dir).expect("the package's crds/") {
+        let path = entry.expect("entry").path();
+        let name = path
+            .file_name()
+            .expect("name")
+            .to_string_lossy()
+            .into_owned();
+        packaged.insert(name, std::fs::read_to_string(&path).expect("crd"));
+    }
+    assert!(
+        packaged == generated,
+        "the packaged chart's crds/ differ from crds/: {:?} vs {:?}",
+        packaged.keys(),
+        generated.keys()
+    );
+}
+
+/// The pod meets the "restricted" Pod Security Standard and has its probes
+/// and resources; the cluster-scope RBAC is `deploy/rbac.yaml`'s.
+#[test]
+fn the_rendered_pod_is_locked_down_and_the_rbac_is_deploys() {
+    let helm = Helm::new();
+    let docs = documents(&helm.template(&[]).expect("template"));
+    let d = deployment(&docs);
+    let pod = d.spec.template.spec.expect("pod spec");
+    let psc = pod.security_context.expect("pod securityContext");
+    assert_eq!(psc.run_as_non_root, Some(true));
+    assert_eq!(psc.run_as_user, Some(65532));
+    assert_eq!(
+        psc.seccomp_profile.map(|s| s.type_).as_deref(),
+        Some("RuntimeDefault")
+    );
+    let c = &pod.containers[0];
+    let sc = c
+        .security_context
+        .clone()
+        .expect("container securityContext");
+    assert_eq!(sc.allow_privilege_escalation, Some(false));
+    assert_eq!(sc.read_only_root_filesystem, Some(true));
+    assert_eq!(sc.run_as_non_root, Some(true));
+    assert_eq!(
+        sc.capabilities.and_then(|c| c.drop),
+        Some(vec!["ALL".to_owned()])
+    );
+    assert!(c.liveness_probe.is_some() && c.readiness_probe.is_some());
+    let resources = c.resources.clone().expect("resources");
+    assert!(resources.requests.is_some() && resources.limits.is_some());
+    assert_eq!(c.image.as_deref(), Some("sample-provisioner:0.1.0"));
+    assert_eq!(
+        pod.service_account_name.as_deref(),
+        Some("sample-provisioner")
+    );
+
+    // Cluster scope: the same grants as deploy/rbac.yaml, which the sample
+    // test checks against the audit log too.
+    let rendered = helm.template(&[]).expect("template");
+    let deploy = repo_file("deploy/rbac.yaml").expect("rbac");
+    let sa = (NAMESPACE, "sample-provisioner");
+    assert_eq!(
+        grants_of(&rendered, sa.0, sa.1).expect("chart grants"),
+        grants_of(&deploy, sa.0, sa.1).expect("deploy grants"),
+    );
+    let lease_names = |yaml: &str| -> Vec<serde_yaml::Value> {
+        documents(yaml)
+            .iter()
+            .filter(|d| d["kind"] == "Role")
+            .flat_map(|r| r["rules"].as_sequence().cloned().unwrap_or_default())
+            .map(|rule| rule["resourceNames"].clone())
+            .filter(|n| !n.is_null())
+            .collect()
+    };
+    assert_eq!(lease_names(&rendered), lease_names(&deploy));
+
+    // Namespaced scope: nothing on namespaced resources cluster-wide.
+    let rendered = helm.template(NAMESPACED).expect("template");
+    let grants = grants_of(&rendered, sa.0, sa.1).expect("grants");
+    let cluster_wide: Vec<_> = grants
+        .iter()
+        .filter(|g| g.scope == Scope::Cluster)
+        .map(|g| g.resource.as_str())
+        .collect();
+    assert!(
+        cluster_wide
+            .iter()
+            .all(|r| ["objectbuckets", "objectbuckets/status", "storageclasses"].contains(r)),
+        "{cluster_wide:?}"
+    );
+    assert!(
+        grants
+            .iter()
+            .any(|g| g.scope == Scope::Namespace("apps".into()) && g.resource == "secrets"),
+        "{grants:?}"
+    );
+}
+
+/// How the chart gets into the apiserver.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Install {
+    /// `helm install` (CRDs from the chart's crds/), then `helm uninstall`.
+    Helm,
+    /// `helm template` (and `helm show crds`), server-side applied.
+    TemplateApplied,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn installed_with_helm_the_provisioner_serves_a_claim_under_the_charts_rbac() {
+    serve_a_claim(Install::Helm, &[], "default", None)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_namespaced_rbac_the_provisioner_serves_its_namespaces_only() {
+    serve_a_claim(
+        Install::TemplateApplied,
+        NAMESPACED,
+        "apps",
+        Some("default"),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}"));
+}
+
+/// Installs the chart with the example StorageClass pointed at RustFS, runs
+/// the sample provisioner as the rendered Deployment would, and binds,
+/// uses and deletes `deploy/example-claim.yaml` in `claim_ns`. A claim in
+/// `ignored_ns` (outside the served namespaces) must be left alone.
+async fn serve_a_claim(
+    install: Install,
+    extra_values: &[&str],
+    claim_ns: &str,
+    ignored_ns: Option<&str>,
+) -> Result<()> {
+    let helm = Helm::new();
+    let env = TestEnv::start().await?;
+    let store = RustFs::start(env.dir()).await?;
+    let endpoint = store.endpoint().trim_end_matches('/').to_owned();
+    let admin = env.admin_client();
+    let port = free_port()?;
+    let mut values = vec![
+        "exampleStorageClass.enabled=true".to_owned(),
+        format!("exampleStorageClass.endpoint={endpoint}"),
+        "exampleStorageClass.parameters.forceDelete=true".to_owned(),
+        format!("metrics.port={port}"),
+    ];
+    values.extend(extra_values.iter().map(|v| (*v).to_owned()));
+    let mut set = Vec::new();
+    for v in &values {
+        set.extend(["--set", v.as_str()]);
+    }
+
+    // The user's part: the namespaces, the store's admin Secret, the chart.
+    for ns in std::iter::once(claim_ns).chain(ignored_ns) {
+        env.ensure_namespace(ns).await?;
+    }
+    let (ak, sk) = store.root_credentials();
+    register_secret(&sk);
+    let kubeconfig = env.kubeconfig_path().to_str().context("path")?.to_owned();
+    let manifests = match install {
+        Install::Helm => {
+            let mut args = vec![
+                "install",
+                RELEASE,
+                CHART,
+                "--namespace",
+                NAMESPACE,
+                "--create-namespace",
+                "--kubeconfig",
+                &kubeconfig,
+            ];
+            args.extend(&set);
+            helm.run(&args)?;
+            helm.run(&[
+                "get",
+                "manifest",
+                RELEASE,
+                "-n",
+                NAMESPACE,
+                "--kubeconfig",
+                &kubeconfig,
+            ])?
+        }
+        Install::TemplateApplied => {
+            env.install_crds(&helm.run(&["show", "crds", CHART])?)
+                .await?;
+            env.ensure_namespace(NAMESPACE).await?;
+            let rendered = helm.template(&values.iter().map(String::as_str).collect::<Vec<_>>())?;
+            env.apply_yaml(&rendered)
+                .await
+                .context("applying the rendered chart")?;
+            rendered
+        }
+    };
+    create_admin_secret(&admin, NAMESPACE, "sample-s3-admin", &ak, &sk).await?;
+    let docs = documents(&manifests);
+
+    // The Deployment's pod, as a process: its arguments and environment,
+    // its ServiceAccount's token; only the metrics address is narrowed to
+    // loopback (a pod has a network of its own).
+    let d = deployment(&docs);
+    let pod = d.spec.template.spec.context("pod spec")?;
+    let sa = pod
+        .service_account_name
+        .clone()
+        .context("serviceAccountName")?;
+    let container = pod.containers[0].clone();
+    let sa_kubeconfig = env.service_account_kubeconfig(NAMESPACE, &sa).await?;
+    let binary = sample_provisioner_binary()?;
+    let mut cmd = tokio::process::Command::new(&binary);
+    cmd.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default());
+    let mut rust_log = "info".to_owned();
+    for var in container.env.clone().unwrap_or_default() {
+        let field = var
+            .value_from
+            .as_ref()
+            .and_then(|f| f.field_ref.as_ref())
+            .map(|f| f.field_path.as_str());
+        let value = match (var.value, field) {
+            (Some(v), _) => v,
+            (None, Some("metadata.name")) => "sample-provisioner-5d8c7b9f4-x2x7q".to_owned(),
+            (None, Some("metadata.namespace")) => NAMESPACE.to_owned(),
+            other => bail!("env {} from {other:?}: not handled here", var.name),
+        };
+        if var.name == "RUST_LOG" {
+            rust_log = value.clone();
+        }
+        cmd.env(&var.name, value);
+    }
+    let args: Vec<String> = container
+        .args
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|a| a.replace("--metrics-addr=0.0.0.0:", "--metrics-addr=127.0.0.1:"))
+        .collect();
+    ensure!(
+        args.contains(&format!("--metrics-addr=127.0.0.1:{port}")),
+        "{args:?}"
+    );
+    cmd.args(&args);
+    let log = env.dir().join("chart-provisioner.log");
+    let mut child = spawn_provisioner(&mut cmd, &sa_kubeconfig, &rust_log, &log)?;
+
+    // The probes the Deployment declares answer.
+    let http = reqwest::Client::new();
+    for probe in [&container.liveness_probe, &container.readiness_probe] {
+        let get = probe
+            .as_ref()
+            .and_then(|p| p.http_get.clone())
+            .context("an httpGet probe")?;
+        let url = format!(
+            "http://127.0.0.1:{port}{}",
+            get.path.as_deref().unwrap_or("/")
+        );
+        wait_for(T, format!("{url} to answer 200"), || {
+            let (http, url) = (http.clone(), url.clone());
+            async move {
+                Ok(http
+                    .get(&url)
+                    .send()
+                    .await?
+                    .status()
+                    .is_success()
+                    .then_some(()))
+            }
+        })
+        .await?;
+    }
+
+    // The example claim, in the served namespace (and one outside it).
+    let mut claim: ObjectBucketClaim =
+        serde_yaml::from_str(&repo_file("deploy/example-claim.yaml")?)?;
+    let name = claim.metadata.name.clone().context("claim name")?;
+    let class = claim.spec.storage_class_name.clone();
+    ensure!(
+        of_kind(&docs, "StorageClass")
+            .iter()
+            .any(|c| c["metadata"]["name"] == class.as_str()),
+        "the chart's example StorageClass is not {class}, the example claim's"
+    );
+    for ns in std::iter::once(claim_ns).chain(ignored_ns) {
+        claim.metadata.namespace = Some(ns.to_owned());
+        Api::<ObjectBucketClaim>::namespaced(admin.clone(), ns)
+            .create(&PostParams::default(), &claim)
+            .await
+            .with_context(|| format!("creating the claim in {ns}"))?;
+    }
+    let bound = wait_phase(&admin, claim_ns, &name, ClaimPhase::Bound, T).await?;
+    ensure!(bound.spec.object_bucket_name.is_some(), "{bound:?}");
+
+    // Its Secret and ConfigMap reach the bucket.
+    let secret = Api::<Secret>::namespaced(admin.clone(), claim_ns)
+        .get(&name)
+        .await?;
+    let cm = Api::<ConfigMap>::namespaced(admin.clone(), claim_ns)
+        .get(&name)
+        .await?;
+    let data = secret.data.unwrap_or_default();
+    let value = |k: &str| {
+        data.get(k)
+            .map(|v| String::from_utf8_lossy(&v.0).into_owned())
+            .unwrap_or_default()
+    };
+    let (key, secret_key) = (value("AWS_ACCESS_KEY_ID"), value("AWS_SECRET_ACCESS_KEY"));
+    register_secret(&secret_key);
+    ensure!(key != ak, "the claim got the admin's key");
+    let d = cm.data.unwrap_or_default();
+    let bucket = d.get("BUCKET_NAME").cloned().context("BUCKET_NAME")?;
+    let claim_s3 = s3_client_for(
+        &format!("http://{}:{}", d["BUCKET_HOST"], d["BUCKET_PORT"]),
+        &key,
+        &secret_key,
+    );
+    claim_s3
+        .put_object()
+        .bucket(&bucket)
+        .key("hello.txt")
+        .body(ByteStream::from_static(b"hello from the chart"))
+        .send()
+        .await
+        .context("writing with the claim's credentials")?;
+
+    if let Some(ns) = ignored_ns {
+        let other = Api::<ObjectBucketClaim>::namespaced(admin.clone(), ns)
+            .get(&name)
+            .await?;
+        ensure!(
+            other.status.is_none() && other.metadata.finalizers.is_none(),
+            "the claim in {ns}, outside watchNamespaces, was touched: {other:?}"
+        );
+        Api::<ObjectBucketClaim>::namespaced(admin.clone(), ns)
+            .delete(&name, &DeleteParams::default())
+            .await?;
+    }
+
+    // Deleted: the claim goes, and its bucket (Delete, forceDelete) with it.
+    let claims = Api::<ObjectBucketClaim>::namespaced(admin.clone(), claim_ns);
+    claims.delete(&name, &DeleteParams::default()).await?;
+    wait_gone(&claims, &name, T).await?;
+    let root = store.root_client();
+    wait_for(T, "the bucket to be deleted", || {
+        let (root, bucket) = (root.clone(), bucket.clone());
+        async move {
+            Ok(root
+                .head_bucket()
+                .bucket(bucket)
+                .send()
+                .await
+                .is_err()
+                .then_some(()))
+        }
+    })
+    .await?;
+
+    // SIGTERM: it releases the Lease and exits 0, as in a rollout.
+    let pid = child.id().context("pid")?;
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()?;
+    ensure!(status.success(), "kill -TERM {pid}");
+    let exit = tokio::time::timeout(T, child.wait()).await??;
+    let text = std::fs::read_to_string(&log)?;
+    ensure!(
+        exit.success(),
+        "the provisioner exited with {exit}:\n{text}"
+    );
+    ensure!(
+        text.lines().all(|l| l.starts_with('{')),
+        "--log-format=json: every line is a JSON object:\n{text}"
+    );
+
+    check_rbac_is_exactly_what_is_used(
+        &env.audit_log_path(),
+        &manifests,
+        "the chart's RBAC",
+        (NAMESPACE, &sa),
+        NEEDED_BUT_NOT_EXERCISED,
+    )?;
+    store.stop().await;
+    assert_no_leaks(env.dir()).context("no credential in any log")?;
+
+    if install == Install::Helm {
+        // Uninstalled: its RBAC goes, the CRDs (and so every claim) stay.
+        helm.run(&[
+            "uninstall",
+            RELEASE,
+            "-n",
+            NAMESPACE,
+            "--kubeconfig",
+            &kubeconfig,
+        ])?;
+        let roles = Api::<ClusterRole>::all(admin.clone());
+        wait_gone(&roles, RELEASE, T).await?;
+        let crds = Api::<CustomResourceDefinition>::all(admin.clone());
+        for crd in [
+            "objectbucketclaims.objectbucket.io",
+            "objectbuckets.objectbucket.io",
+        ] {
+            crds.get(crd)
+                .await
+                .with_context(|| format!("{crd} after helm uninstall"))?;
+        }
+    }
+    Ok(())
+}
+
+/// The sample provisioner binary: `SAMPLE_PROVISIONER`, else the debug
+/// build in the target directory (`scripts/test` builds it).
+fn sample_provisioner_binary() -> Result<PathBuf> {
+    let path = match std::env::var_os("SAMPLE_PROVISIONER") {
+        Some(p) if !p.is_empty() => PathBuf::from(p),
+        _ => std::env::var_os("CARGO_TARGET_DIR")
+            .filter(|d| !d.is_empty())
+            .map(PathBuf::from)
+            .unwrap_or_else(|| repo().join("target"))
+            .join("debug/sample-provisioner"),
+    };
+    ensure!(
+        Path::new(&path).is_file(),
+        "{} is missing: run `cargo build -p sample-provisioner` (scripts/test does), or set SAMPLE_PROVISIONER",
+        path.display()
+    );
+    Ok(path)
+}
+
+fn free_port() -> Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
