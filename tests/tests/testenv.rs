@@ -13,7 +13,10 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use kube::api::{Api, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use kube::{CustomResource, CustomResourceExt, ResourceExt};
-use obc_tests::testenv::{self, KUBE_APISERVER_BINARY, S3_SERVER_BINARY, TestEnv, wait_for};
+use obc_tests::testenv::{
+    self, KUBE_APISERVER_BINARY, KUBE_APISERVER_VERSION, KUBE_CONTROLLER_MANAGER_BINARY,
+    S3_SERVER_BINARY, TestEnv, wait_for,
+};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -349,6 +352,16 @@ fn missing_binary_error_names_the_install_script() {
     assert!(msg.contains("run `scripts/install-testenv`"), "{msg}");
     assert!(msg.contains("OBC_S3_SERVER"), "{msg}");
     assert!(msg.contains("s3s-fs-0.14.1/bin/s3s-fs"), "{msg}");
+
+    // kube-controller-manager: cached beside kube-apiserver, of its version.
+    let err = testenv::resolve_binary(&KUBE_CONTROLLER_MANAGER_BINARY, None, Some(dir.path()))
+        .unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.contains("run `scripts/install-testenv`"), "{msg}");
+    assert!(msg.contains("OBC_KUBE_CONTROLLER_MANAGER"), "{msg}");
+    let cached =
+        format!("kube-controller-manager-{KUBE_APISERVER_VERSION}/kube-controller-manager");
+    assert!(msg.contains(&cached), "{msg}");
 
     // An empty override counts as unset; a present file resolves.
     let bin = dir.path().join("kube-apiserver-v1.37.2/kube-apiserver");

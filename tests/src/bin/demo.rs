@@ -1,4 +1,6 @@
-//! The main job: a local control plane and S3 server, the CRDs, the sample
+//! The main job: a local control plane (with kube-controller-manager: garbage
+//! collection and namespace deletion work as in a real cluster) and S3
+//! server, the CRDs, the sample
 //! provisioner running as its own ServiceAccount under the RBAC of
 //! `deploy/rbac.yaml`, and an example claim bound end to end.
 //!
@@ -41,6 +43,13 @@ async fn main() -> Result<()> {
     println!("object store (RustFS) ready: {endpoint}");
 
     install_deploy(&env).await?;
+    // After the CRDs: its garbage collector discovers resource types at start.
+    env.start_controller_manager().await?;
+    println!(
+        "kube-controller-manager ready: {} (as {}, each controller as its own ServiceAccount)",
+        obc_tests::testenv::CONTROLLERS.join(", "),
+        obc_tests::testenv::CONTROLLER_MANAGER_USER
+    );
 
     // The example StorageClass, pointed at the local S3 server, and the
     // admin credentials in the Secret it names.

@@ -1,5 +1,6 @@
-//! Starts the local test environment (etcd, kube-apiserver, RustFS) and keeps
-//! it running until Ctrl-C:
+//! Starts the local test environment (etcd, kube-apiserver,
+//! kube-controller-manager, RustFS) with the project's CRDs installed, and
+//! keeps it running until Ctrl-C:
 //!
 //! ```text
 //! cargo run -p obc-tests --bin local-env
@@ -20,6 +21,10 @@ async fn main() -> anyhow::Result<()> {
         .init();
 
     let env = TestEnv::start().await?;
+    // The CRDs before the controller manager, whose garbage collector
+    // discovers resource types at start (then every 30 s).
+    obc_tests::setup::install_crds(&env).await?;
+    env.start_controller_manager().await?;
     // RustFS rather than the environment's s3s-fs: it has the MinIO admin
     // API that the default credentialsMode (per-claim) needs.
     let store = RustFs::start(env.dir()).await?;
@@ -39,6 +44,12 @@ async fn main() -> anyhow::Result<()> {
     println!("export AWS_REGION={}", obc_tests::testenv::S3_REGION);
     println!();
     println!("kube-apiserver: {}", env.apiserver_url());
+    println!(
+        "kube-controller-manager: {} (as {}, each controller as its own ServiceAccount in kube-system)",
+        obc_tests::testenv::CONTROLLERS.join(", "),
+        obc_tests::testenv::CONTROLLER_MANAGER_USER
+    );
+    println!("CRDs installed: objectbucketclaims.objectbucket.io, objectbuckets.objectbucket.io");
     println!("S3 endpoint:    {endpoint} (RustFS, with the MinIO admin API)");
     println!();
     println!("Press Ctrl-C to stop and remove everything.");

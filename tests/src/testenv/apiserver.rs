@@ -13,6 +13,7 @@ use k8s_openapi::api::rbac::v1::ClusterRole;
 use kube::api::Api;
 
 use super::certs::{Pki, write_private};
+use super::controller_manager::token_file_line;
 use super::process::{Proc, free_port, with_port_retries};
 use super::{ADMIN_USER, AUDIT_LOG, SERVICE_ACCOUNT_ISSUER, TestEnv, wait_for};
 
@@ -77,6 +78,7 @@ pub(super) async fn start_apiserver(
     root: &Path,
     pki: &Pki,
     admin_token: &str,
+    controller_manager_token: &str,
     etcd_port: u16,
     http: &reqwest::Client,
 ) -> Result<(Proc, u16, Duration)> {
@@ -90,7 +92,11 @@ pub(super) async fn start_apiserver(
     write_private(&file("sa.pub"), pki.sa_public_pem.as_bytes())?;
     write_private(
         &file("tokens.csv"),
-        format!("{admin_token},{ADMIN_USER},{ADMIN_USER},\"system:masters\"\n").as_bytes(),
+        format!(
+            "{admin_token},{ADMIN_USER},{ADMIN_USER},\"system:masters\"\n{}",
+            token_file_line(controller_manager_token)
+        )
+        .as_bytes(),
     )?;
     let cert_dir = root.join("apiserver-cert-dir");
     fs::create_dir_all(&cert_dir)?;

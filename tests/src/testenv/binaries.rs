@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 
 use super::{
-    ENV_CRANE, ENV_HELM, ENV_KUBE_APISERVER, ENV_RUSTFS_SERVER, ENV_S3_SERVER, ENV_TESTENV_CACHE,
+    ENV_CRANE, ENV_HELM, ENV_KUBE_APISERVER, ENV_KUBE_CONTROLLER_MANAGER, ENV_RUSTFS_SERVER,
+    ENV_S3_SERVER, ENV_TESTENV_CACHE,
 };
 
 /// An external program the environment runs, and where to find it.
@@ -27,6 +28,14 @@ pub const KUBE_APISERVER_BINARY: BinarySpec = BinarySpec {
     name: "kube-apiserver",
     env_var: ENV_KUBE_APISERVER,
     cache_path: "kube-apiserver-v1.37.2/kube-apiserver",
+};
+
+/// The kube-controller-manager built by `scripts/install-testenv` from the
+/// same module version as [`KUBE_APISERVER_BINARY`].
+pub const KUBE_CONTROLLER_MANAGER_BINARY: BinarySpec = BinarySpec {
+    name: "kube-controller-manager",
+    env_var: ENV_KUBE_CONTROLLER_MANAGER,
+    cache_path: "kube-controller-manager-v1.37.2/kube-controller-manager",
 };
 
 /// The RustFS store (S3 + MinIO's admin API) built by `scripts/install-testenv`.

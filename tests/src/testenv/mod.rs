@@ -7,7 +7,10 @@
 //! * a real **kube-apiserver** (built by `scripts/install-testenv`), serving TLS with
 //!   a CA generated here, RBAC authorization, a static admin token and
 //!   service-account tokens minted through the TokenRequest API,
-//! * **s3s-fs**, an Apache-2.0 S3 server storing objects in a directory.
+//! * **s3s-fs**, an Apache-2.0 S3 server storing objects in a directory;
+//! * on demand ([`TestEnv::start_controller_manager`]), a real
+//!   **kube-controller-manager** (garbage collector, namespace controller...)
+//!   under its own identity.
 //!
 //! Everything is killed and the directory removed when the [`TestEnv`] is dropped,
 //! including while a test panics. Set `OBC_KEEP_TESTENV=1` to keep the directory
@@ -15,13 +18,15 @@
 //!
 //! One file a process: `etcd.rs`, `apiserver.rs` and `s3.rs` (s3s-fs), on
 //! `process.rs` (child processes, ports), `certs.rs` (the PKI) and
-//! `binaries.rs` (where the programs are); `identities.rs` makes kubeconfigs
+//! `binaries.rs` (where the programs are); `controller_manager.rs` the
+//! optional kube-controller-manager; `identities.rs` makes kubeconfigs
 //! for the admin and ServiceAccounts, `objects.rs` writes namespaces, YAML
 //! and CRDs.
 
 mod apiserver;
 mod binaries;
 mod certs;
+mod controller_manager;
 mod etcd;
 mod identities;
 mod objects;
@@ -39,9 +44,12 @@ use kube::Client;
 use tokio::sync::Mutex;
 
 pub use binaries::{
-    BinarySpec, CRANE_BINARY, HELM_BINARY, KUBE_APISERVER_BINARY, MissingBinary, RUSTFS_BINARY,
-    S3_SERVER_BINARY, etcd_binary, resolve_binary, resolve_binary_from_env, testenv_cache_dir,
-    testenv_cache_dir_from_env,
+    BinarySpec, CRANE_BINARY, HELM_BINARY, KUBE_APISERVER_BINARY, KUBE_CONTROLLER_MANAGER_BINARY,
+    MissingBinary, RUSTFS_BINARY, S3_SERVER_BINARY, etcd_binary, resolve_binary,
+    resolve_binary_from_env, testenv_cache_dir, testenv_cache_dir_from_env,
+};
+pub use controller_manager::{
+    CONTROLLER_MANAGER_KUBECONFIG, CONTROLLER_MANAGER_USER, CONTROLLERS, ControllerManagerTimings,
 };
 pub use identities::client_from_kubeconfig;
 pub(crate) use process::{Proc, free_port, random_string, with_port_retries};
@@ -60,6 +68,8 @@ pub const S3S_FS_VERSION: &str = "0.14.1";
 
 /// Overrides the kube-apiserver binary path.
 pub const ENV_KUBE_APISERVER: &str = "OBC_KUBE_APISERVER";
+/// Overrides the kube-controller-manager binary path.
+pub const ENV_KUBE_CONTROLLER_MANAGER: &str = "OBC_KUBE_CONTROLLER_MANAGER";
 /// Overrides the S3 server (s3s-fs) binary path.
 pub const ENV_S3_SERVER: &str = "OBC_S3_SERVER";
 /// Overrides the RustFS binary path.
@@ -156,6 +166,8 @@ pub struct StartupTimings {
 
 /// etcd, kube-apiserver and an S3 server for one test. See the module docs.
 pub struct TestEnv {
+    // First, so it stops before the apiserver it talks to.
+    controller_manager: Mutex<Option<Proc>>,
     s3: Mutex<Proc>,
     apiserver: Mutex<Proc>,
     etcd: Mutex<Proc>,
@@ -209,6 +221,7 @@ impl TestEnv {
         }
 
         let admin_token = random_string(48);
+        let controller_manager_token = random_string(48);
         let s3_access_key = format!("OBC{}", random_string(17).to_uppercase());
         let s3_secret_key = random_string(40);
 
@@ -223,9 +236,16 @@ impl TestEnv {
 
         let kube_side = async {
             let (etcd, etcd_port, etcd_time) = start_etcd(&etcd_bin, &root, &http).await?;
-            let (apiserver, apiserver_port, apiserver_time) =
-                start_apiserver(&apiserver_bin, &root, &pki, &admin_token, etcd_port, &http)
-                    .await?;
+            let (apiserver, apiserver_port, apiserver_time) = start_apiserver(
+                &apiserver_bin,
+                &root,
+                &pki,
+                &admin_token,
+                &controller_manager_token,
+                etcd_port,
+                &http,
+            )
+            .await?;
             anyhow::Ok((
                 etcd,
                 etcd_port,
@@ -251,8 +271,18 @@ impl TestEnv {
             "default",
         )?;
         let admin = client_from_kubeconfig(&kubeconfig_path).await?;
+        // Written now (cheap); used only if the controller manager is started.
+        write_kubeconfig(
+            &root.join(CONTROLLER_MANAGER_KUBECONFIG),
+            &apiserver_url,
+            &pki.ca_pem,
+            CONTROLLER_MANAGER_USER,
+            &controller_manager_token,
+            "kube-system",
+        )?;
 
         let mut env = TestEnv {
+            controller_manager: Mutex::new(None),
             s3: Mutex::new(s3),
             apiserver: Mutex::new(apiserver),
             etcd: Mutex::new(etcd),
@@ -348,7 +378,11 @@ impl TestEnv {
     pub async fn ensure_running(&self) -> Result<()> {
         self.etcd.lock().await.ensure_running()?;
         self.apiserver.lock().await.ensure_running()?;
-        self.s3.lock().await.ensure_running()
+        self.s3.lock().await.ensure_running()?;
+        if let Some(kcm) = self.controller_manager.lock().await.as_mut() {
+            kcm.ensure_running()?;
+        }
+        Ok(())
     }
 }
 
@@ -358,6 +392,9 @@ fn keep_requested() -> bool {
 
 impl Drop for TestEnv {
     fn drop(&mut self) {
+        if let Some(kcm) = self.controller_manager.get_mut().as_mut() {
+            kcm.stop_blocking();
+        }
         self.s3.get_mut().stop_blocking();
         self.apiserver.get_mut().stop_blocking();
         self.etcd.get_mut().stop_blocking();
