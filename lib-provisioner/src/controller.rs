@@ -242,6 +242,12 @@ impl<P: Provisioner> ControllerBuilder<P> {
         outcome
     }
 
+    /// Builds the caches, the context and every task (claim controllers, the
+    /// ObjectBucket reconciler, the reconnect retrier, readiness) and joins
+    /// them. Longer than the other functions on purpose: it is the one
+    /// place the pieces of `controller/wiring.rs` are put together, in the
+    /// order their subscriptions and channels must be taken, and reads top
+    /// to bottom as that order.
     fn start(
         self,
         client: Client,
