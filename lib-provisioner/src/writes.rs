@@ -304,15 +304,11 @@ pub(crate) async fn annotate_object_bucket(
     ob: &ObjectBucket,
     annotations: &[(&'static str, String)],
 ) -> Result<ObjectBucket> {
-    let annotations: BTreeMap<&str, &str> =
-        annotations.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let patch = json!({
-        "metadata": { "resourceVersion": ob.metadata.resource_version, "annotations": annotations }
-    });
-    Api::<ObjectBucket>::all(client.clone())
-        .patch(&ob.name_any(), &params(), &Patch::Merge(patch))
-        .await
-        .map_err(Error::kube("record on the ObjectBucket"))
+    let set: Vec<(&'static str, Option<String>)> = annotations
+        .iter()
+        .map(|(k, v)| (*k, Some(v.clone())))
+        .collect();
+    set_object_bucket_annotations(client, ob, &set, None).await
 }
 
 /// Sets (`Some`) or removes (`None`) annotations on an ObjectBucket, and
