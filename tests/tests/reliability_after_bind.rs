@@ -14,7 +14,6 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail, ensure};
-use aws_sdk_s3::primitives::ByteStream;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::Client;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
@@ -187,14 +186,16 @@ async fn credentials_work(suite: &Suite, ns: &str) -> Result<String> {
         .get("c")
         .await?;
     let bucket = cm.data.context("configmap data")?["BUCKET_NAME"].clone();
-    s3_client_for(&suite.store.endpoint(), &key, &secret)
-        .put_object()
-        .bucket(&bucket)
-        .key("probe.txt")
-        .body(ByteStream::from_static(b"probe"))
-        .send()
-        .await
-        .with_context(|| format!("{ns}/c's credentials on {bucket}"))?;
+    // RustFS answers 503 while it cannot check a quota just set.
+    let client = s3_client_for(&suite.store.endpoint(), &key, &secret);
+    obc_tests::rustfs::put_object_when_quota_ready(
+        &client,
+        &bucket,
+        "probe.txt",
+        b"probe".to_vec(),
+    )
+    .await
+    .with_context(|| format!("{ns}/c's credentials on {bucket}"))?;
     Ok(key)
 }
 
