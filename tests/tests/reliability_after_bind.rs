@@ -19,7 +19,7 @@ use kube::Client;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use lib_provisioner::api::{
     APPLIED_CONFIG_ANNOTATION, ObjectBucket, ObjectBucketClaim, ObjectBucketClaimSpec,
-    ROTATE_ANNOTATION,
+    ROTATE_ANNOTATION, ROTATED_ANNOTATION,
 };
 use lib_provisioner::failpoint::AFTER_BIND_POINTS;
 use lib_provisioner::{CONFIG_APPLIED_CONDITION, CREDENTIALS_ROTATED_CONDITION};
@@ -134,6 +134,14 @@ where
             return Ok(true);
         }
         if done().await.unwrap_or(false) {
+            // A point right after the last write of the change: the write
+            // can be seen a moment before the process aborts.
+            for _ in 0..30 {
+                if !proc.is_running() {
+                    return Ok(true);
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
             return Ok(false);
         }
         if tokio::time::Instant::now() > deadline {
@@ -160,7 +168,19 @@ async fn changed(suite: &Suite, ns: &str, change: Change, idx: usize) -> Result<
                 && status.observed_generation == claim.metadata.generation
         }
         Change::Rotate => {
+            // The condition is written before the ObjectBucket records the
+            // rotation done (the last crash point follows that record).
+            let recorded = match claim.spec.object_bucket_name.as_deref() {
+                Some(ob) => Api::<ObjectBucket>::all(suite.admin.clone())
+                    .get(ob)
+                    .await?
+                    .metadata
+                    .annotations
+                    .and_then(|a| a.get(ROTATED_ANNOTATION).cloned()),
+                None => None,
+            };
             condition.is_some_and(|c| c.status == "True" && c.message.contains(&rotation(idx)))
+                && recorded.as_deref() == Some(rotation(idx).as_str())
         }
     })
 }
