@@ -96,6 +96,11 @@ pub enum Error {
     /// A reconcile made more steps than any valid sequence needs: a bug.
     #[error("reconcile did not converge after {0} steps; please report this with the claim's YAML")]
     NoConvergence(usize),
+    /// A pass took longer than its bound (a request hung on a connection the
+    /// apiserver dropped, say): cut off and retried; every step is safe to
+    /// repeat, as after a crash.
+    #[error("the reconcile pass did not finish within {0:?}; it is retried")]
+    PassTimedOut(std::time::Duration),
 }
 
 impl Error {
@@ -133,6 +138,7 @@ impl Error {
             Self::Waiting(_) => "waiting",
             Self::MissingField(_) => "missing_field",
             Self::NoConvergence(_) => "no_convergence",
+            Self::PassTimedOut(_) => "pass_timed_out",
         }
     }
 }

@@ -67,7 +67,15 @@ pub(crate) async fn reconcile<P: Provisioner>(
         }
     };
     let mut replaced = Replaced::default();
-    let result = run_steps(&mut o, &ctx, &mut replaced).await;
+    // A request can hang on a connection a restarting apiserver dropped
+    // (until the client's read timeout, minutes): bound the whole pass, so
+    // the claim is retried like after a crash. Its one provisioner call has
+    // its own, shorter bound.
+    let limit = ctx.provisioner_timeout + PASS_SLACK;
+    let result = match tokio::time::timeout(limit, run_steps(&mut o, &ctx, &mut replaced)).await {
+        Ok(result) => result,
+        Err(_) => Err(Error::PassTimedOut(limit)),
+    };
     match &result {
         Err(e) => super::steps::api_error(&mut o, &ctx, e).await,
         Ok(_) => ctx.api_errors.clear(&o.claim),
@@ -85,6 +93,10 @@ pub(crate) async fn reconcile<P: Provisioner>(
     }
     result
 }
+
+/// What a pass may take beyond its provisioner call: dozens of API calls,
+/// each a few milliseconds when the apiserver answers.
+const PASS_SLACK: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Re-check of a claim whose cached copy is older than our last write.
 const STALE_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
