@@ -206,6 +206,26 @@ impl Fixture {
             .await
     }
 
+    /// None of `buckets` is left in the store, and no ObjectBucket at all.
+    async fn assert_nothing_left(&self, buckets: &[String]) {
+        let s3 = self.store.root_client();
+        for bucket in buckets {
+            assert!(
+                s3.head_bucket().bucket(bucket).send().await.is_err(),
+                "bucket {bucket} is left in the store"
+            );
+        }
+        let obs = Api::<ObjectBucket>::all(self.admin.clone())
+            .list(&Default::default())
+            .await
+            .expect("list");
+        assert!(
+            obs.items.is_empty(),
+            "{} ObjectBuckets left",
+            obs.items.len()
+        );
+    }
+
     async fn stop(mut self) {
         if let Some(c) = self.controller.take() {
             c.stop().await.expect("controller stops");
@@ -361,7 +381,6 @@ async fn teardown_uses_the_recorded_class_when_the_class_is_gone_or_replaced() {
     let f = Fixture::start().await;
     let gone = f.bound_claim("gone", &[]).await;
     let replaced = f.bound_claim("replaced", &[]).await;
-    let s3 = f.store.root_client();
     let mut buckets = Vec::new();
     for c in [&gone, &replaced] {
         let ob = f.object_bucket(c).await;
@@ -388,21 +407,7 @@ async fn teardown_uses_the_recorded_class_when_the_class_is_gone_or_replaced() {
     wait_gone(&f.claims(), "replaced", T)
         .await
         .unwrap_or_else(|e| panic!("{e:#}: teardown used the replaced class"));
-    for bucket in buckets {
-        assert!(
-            s3.head_bucket().bucket(&bucket).send().await.is_err(),
-            "bucket {bucket} is left in the store"
-        );
-    }
-    let obs = Api::<ObjectBucket>::all(f.admin.clone())
-        .list(&Default::default())
-        .await
-        .expect("list");
-    assert!(
-        obs.items.is_empty(),
-        "ObjectBuckets left: {:?}",
-        obs.items.len()
-    );
+    f.assert_nothing_left(&buckets).await;
     f.stop().await;
 }
 
@@ -515,7 +520,6 @@ async fn colliding_and_overlong_object_bucket_names_get_one_of_their_own() {
             "{events:?}"
         );
     }
-    let s3 = f.store.root_client();
     let mut buckets = Vec::new();
     for c in &bound {
         let ob = f.object_bucket(c).await;
@@ -538,21 +542,7 @@ async fn colliding_and_overlong_object_bucket_names_get_one_of_their_own() {
             .expect("delete");
         wait_gone(&api, name, T).await.expect("claim gone");
     }
-    for bucket in buckets {
-        assert!(
-            s3.head_bucket().bucket(&bucket).send().await.is_err(),
-            "{bucket} left"
-        );
-    }
-    let obs = Api::<ObjectBucket>::all(f.admin.clone())
-        .list(&Default::default())
-        .await
-        .expect("list");
-    assert!(
-        obs.items.is_empty(),
-        "{} ObjectBuckets left",
-        obs.items.len()
-    );
+    f.assert_nothing_left(&buckets).await;
     f.stop().await;
 }
 
