@@ -16,6 +16,10 @@
 //! * `--burst N` [`OBC_BENCH_BURST`]: claims created at once per concurrency (1,000; quick 300)
 //! * `--concurrency 4,16,64` [`OBC_BENCH_CONCURRENCY`]: controller concurrencies to try
 //! * `--raw N` [`OBC_BENCH_RAW`]: ConfigMaps per raw-create baseline (2,000; quick 500)
+//! * `--controller-manager` [`OBC_BENCH_CONTROLLER_MANAGER=1`]: run
+//!   kube-controller-manager too, so the API writes are the cluster's (its
+//!   garbage collector's deletes of the claims' Secrets and ConfigMaps among
+//!   them), not only the library's
 //! * `--controller PATH` [`OBC_BENCH_CONTROLLER`]: the bench-controller binary (default:
 //!   built with cargo next to this binary)
 
@@ -62,6 +66,9 @@ cargo run --release -p obc-tests --bin bench -- [--quick] [options]
   --raw N              ConfigMaps per raw create-rate baseline (2,000)          [OBC_BENCH_RAW]
   --controller PATH    the bench-controller binary (default: built next to this one)
                                                                                 [OBC_BENCH_CONTROLLER]
+  --controller-manager run kube-controller-manager too (garbage collector...): the
+                       writes counted are then the cluster's, not only the library's
+                                                                                [OBC_BENCH_CONTROLLER_MANAGER=1]
 See docs/performance.md.";
 
 const P50_TARGET_MS: f64 = 50.0;
@@ -71,6 +78,7 @@ const BYTES_PER_CLAIM_TARGET: f64 = 20.0 * 1024.0;
 
 struct Config {
     quick: bool,
+    controller_manager: bool,
     claims: usize,
     latency_claims: usize,
     burst: usize,
@@ -111,7 +119,8 @@ fn parse_config() -> Result<Config> {
             "--controller",
         ];
         let is_value = i > 0 && known_flag.contains(&args[i - 1].as_str());
-        if !is_value && a != "--quick" && !known_flag.contains(&a.as_str()) {
+        let switch = a == "--quick" || a == "--controller-manager";
+        if !is_value && !switch && !known_flag.contains(&a.as_str()) {
             if a == "-h" || a == "--help" {
                 println!("{USAGE}");
                 std::process::exit(0);
@@ -133,8 +142,11 @@ fn parse_config() -> Result<Config> {
     if concurrency.is_empty() || concurrency.contains(&0) {
         bail!("--concurrency: give one or more numbers above 0");
     }
+    let controller_manager = args.iter().any(|a| a == "--controller-manager")
+        || std::env::var("OBC_BENCH_CONTROLLER_MANAGER").is_ok_and(|v| v == "1");
     let config = Config {
         quick,
+        controller_manager,
         claims: number("--claims", "OBC_BENCH_CLAIMS", 10_000, 1_000)?,
         latency_claims: number("--latency-claims", "OBC_BENCH_LATENCY_CLAIMS", 200, 100)?,
         burst: number("--burst", "OBC_BENCH_BURST", 1_000, 300)?,
@@ -686,6 +698,15 @@ async fn main() -> Result<()> {
     )
     .await?;
     env.install_crds(RECORD_CRD).await?;
+    if config.controller_manager {
+        // After the CRDs: its garbage collector discovers resource types at start.
+        let took = env.start_controller_manager().await?;
+        out(format!(
+            "    kube-controller-manager ({}): ready in {:.1?}; its writes are counted below",
+            obc_tests::testenv::CONTROLLERS.join(", "),
+            took.healthz + took.garbage_collector
+        ));
+    }
     for ns in ["bench-serial"] {
         env.ensure_namespace(ns).await?;
     }
