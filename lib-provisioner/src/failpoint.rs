@@ -25,10 +25,13 @@ pub const POINTS: &[&str] = &[
     "after-bucket-deleted",
     "after-object-bucket-finalizer-removed",
     "after-object-bucket-released",
-    "after-secret-released",
-    "after-config-map-released",
     "after-claim-finalizer-removed",
 ];
+
+/// Points reached only for a Secret or ConfigMap that an older version
+/// wrote with the finalizer, when it is let go (its claim deleted, or the
+/// child itself): the claims of this version never reach them.
+pub const OLDER_CHILDREN_POINTS: &[&str] = &["after-secret-released", "after-config-map-released"];
 
 /// Points reached only after bind, by a change to a Bound claim (its
 /// `additionalConfig` updated, its credentials rotated): walked by their own
@@ -48,8 +51,10 @@ pub const AFTER_BIND_POINTS: &[&str] = &[
 #[inline]
 pub fn hit(name: &str) {
     debug_assert!(
-        POINTS.contains(&name) || AFTER_BIND_POINTS.contains(&name),
-        "failpoint {name} is not in POINTS or AFTER_BIND_POINTS"
+        POINTS.contains(&name)
+            || AFTER_BIND_POINTS.contains(&name)
+            || OLDER_CHILDREN_POINTS.contains(&name),
+        "failpoint {name} is not in POINTS, AFTER_BIND_POINTS or OLDER_CHILDREN_POINTS"
     );
     hit_provisioner(name);
 }
@@ -77,7 +82,7 @@ pub fn hit_provisioner(name: &str) {
 
 #[cfg(test)]
 mod tests {
-    use super::{AFTER_BIND_POINTS, POINTS};
+    use super::{AFTER_BIND_POINTS, OLDER_CHILDREN_POINTS, POINTS};
     use std::collections::BTreeSet;
 
     /// The names passed to `hit` in the reconcilers' and writes' source.
@@ -109,7 +114,12 @@ mod tests {
 
     #[test]
     fn points_list_matches_the_hit_calls() {
-        let all: Vec<&str> = POINTS.iter().chain(AFTER_BIND_POINTS).copied().collect();
+        let all: Vec<&str> = POINTS
+            .iter()
+            .chain(AFTER_BIND_POINTS)
+            .chain(OLDER_CHILDREN_POINTS)
+            .copied()
+            .collect();
         let listed: BTreeSet<String> = all.iter().map(|p| (*p).to_owned()).collect();
         assert_eq!(listed.len(), all.len(), "a point is listed twice");
         assert_eq!(listed, hit_names());

@@ -99,6 +99,18 @@ pub const NEEDED_BUT_NOT_EXERCISED: &[(&str, &str, &str, &str)] = &[
         "endpoint changes rewritten in place",
     ),
     (
+        "",
+        "secrets",
+        "patch",
+        "a Secret an older version wrote loses the finalizer when adopted or released",
+    ),
+    (
+        "",
+        "configmaps",
+        "patch",
+        "a ConfigMap an older version wrote loses the finalizer when adopted or released",
+    ),
+    (
         "events.k8s.io",
         "events",
         "patch",

@@ -46,10 +46,15 @@ fn exact(class: &str, bucket: &str) -> ObjectBucketClaimSpec {
     }
 }
 
+/// An environment with the CRDs and kube-controller-manager: the claims'
+/// Secrets and ConfigMaps are deleted by its garbage collector.
 async fn setup() -> (TestEnv, Client) {
     let env = start_with_crds()
         .await
         .expect("test environment starts with the CRDs");
+    env.start_controller_manager()
+        .await
+        .expect("kube-controller-manager starts");
     let client = env.admin_client();
     (env, client)
 }
@@ -174,7 +179,10 @@ async fn greenfield_claims_bind_and_follow_their_reclaim_policy() {
         ("ObjectBucketClaim", genc.metadata.uid.as_ref())
     );
     assert_eq!(owner.controller, Some(true));
-    assert!(has_finalizer(&secret));
+    assert!(
+        !has_finalizer(&secret),
+        "the garbage collector deletes it with the claim"
+    );
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "apps");
     let cm = cms.get("gen").await.expect("configmap");
     assert_eq!(string_data(&cm, "BUCKET_NAME"), bucket);
@@ -203,7 +211,8 @@ async fn greenfield_claims_bind_and_follow_their_reclaim_policy() {
         rec.calls()
     );
 
-    // Reclaim policy Delete: bucket, OB, Secret, ConfigMap and claim all go.
+    // Reclaim policy Delete: bucket, OB, Secret, ConfigMap and claim all go
+    // (the Secret and ConfigMap by the garbage collector).
     let claims: Api<ObjectBucketClaim> = Api::namespaced(client.clone(), "apps");
     claims
         .delete("gen", &DeleteParams::default())
@@ -511,7 +520,10 @@ async fn claims_left_by_older_versions_are_taken_over_without_provisioning() {
             .get(name)
             .await
             .expect("secret");
-        assert!(has_finalizer(&secret), "{name}: secret adopted");
+        assert!(
+            !has_finalizer(&secret) && secret.labels().get(PROVISIONER_LABEL).is_some(),
+            "{name}: secret adopted (labelled, the finalizer of older versions off)"
+        );
     }
     assert_eq!(
         rec.calls(),

@@ -473,8 +473,12 @@ async fn foreground_and_orphan_cascades_on_a_claim() -> Result<()> {
         deleted.push(c.record(ns, name, kind).await?);
     }
 
-    // Foreground: the claim waits for its Secret and ConfigMap (owner
-    // references with blockOwnerDeletion), which the collector deletes.
+    // Foreground: the collector deletes the claim's Secret and ConfigMap.
+    // Their owner references do not set blockOwnerDeletion (that would need
+    // `update` on objectbucketclaims/finalizers where the
+    // OwnerReferencesPermissionEnforcement admission plugin runs), so the
+    // claim does not wait for them: its own finalizer holds it for the
+    // teardown, and they are gone with it or just after.
     for name in ["fg-delete", "fg-retain"] {
         c.claims(ns)
             .delete(name, &DeleteParams::foreground())
@@ -483,9 +487,19 @@ async fn foreground_and_orphan_cascades_on_a_claim() -> Result<()> {
     for name in ["fg-delete", "fg-retain"] {
         let started = Instant::now();
         obc_tests::recording::wait_gone(&c.claims(ns), name, T).await?;
-        println!("foreground: {name} gone in {:.1?}", started.elapsed());
-        ensure!(child::<Secret>(&c.admin, ns, name).await?.is_none());
-        ensure!(child::<ConfigMap>(&c.admin, ns, name).await?.is_none());
+        let claim_gone = started.elapsed();
+        obc_tests::recording::wait_gone(&Api::<Secret>::namespaced(c.admin.clone(), ns), name, T)
+            .await?;
+        obc_tests::recording::wait_gone(
+            &Api::<ConfigMap>::namespaced(c.admin.clone(), ns),
+            name,
+            T,
+        )
+        .await?;
+        println!(
+            "foreground: {name} gone in {claim_gone:.1?}, its Secret and ConfigMap in {:.1?}",
+            started.elapsed()
+        );
     }
 
     // Orphan: the collector strips the claim's owner references from the
@@ -494,7 +508,6 @@ async fn foreground_and_orphan_cascades_on_a_claim() -> Result<()> {
     for name in ["orphan-delete", "orphan-retain", "orphan-brownfield"] {
         c.claims(ns).delete(name, &DeleteParams::orphan()).await?;
     }
-    let mut stripped = 0;
     for name in ["orphan-delete", "orphan-retain", "orphan-brownfield"] {
         obc_tests::recording::wait_gone(&c.claims(ns), name, T).await?;
         for (kind, meta) in [
@@ -507,29 +520,15 @@ async fn foreground_and_orphan_cascades_on_a_claim() -> Result<()> {
                 "{kind} {name} still has owners: {:?}",
                 meta.owner_references
             );
-            // Known defect while the children carry the library's
-            // finalizer: the claim's teardown no longer sees them as its
-            // own, so the finalizer stays and deleting them hangs until it
-            // is removed by hand, as done here.
-            if meta.finalizers.iter().flatten().any(|f| f == FINALIZER) {
-                stripped += 1;
-                let patch = Patch::Merge(serde_json::json!({"metadata": {"finalizers": null}}));
-                match kind {
-                    "Secret" => {
-                        Api::<Secret>::namespaced(c.admin.clone(), ns)
-                            .patch(name, &PatchParams::default(), &patch)
-                            .await?;
-                    }
-                    _ => {
-                        Api::<ConfigMap>::namespaced(c.admin.clone(), ns)
-                            .patch(name, &PatchParams::default(), &patch)
-                            .await?;
-                    }
-                }
-            }
+            // Kept as plain objects: no owner, and no finalizer of ours
+            // (older versions' finalizer would make deleting them hang).
+            ensure!(
+                !meta.finalizers.iter().flatten().any(|f| f == FINALIZER),
+                "{kind} {name} keeps the library's finalizer"
+            );
         }
     }
-    println!("orphan: 6 children kept without owners; {stripped} kept the library's finalizer");
+    println!("orphan: the 6 children are kept, without owners or finalizers");
     // They can be deleted, and go: nothing hangs Terminating.
     for (name, _) in &claims {
         // 404 for those already gone.
@@ -598,25 +597,24 @@ async fn a_claim_whose_finalizer_was_stripped_while_the_provisioner_was_down() -
             .await?;
         obc_tests::recording::wait_gone(&c.claims(ns), name, T).await?;
     }
-    // The collector deletes the Secrets and ConfigMaps the claims owned.
+    // The collector deletes the Secrets and ConfigMaps the claims owned,
+    // with the provisioner still down: nothing holds them.
+    let stripped = Instant::now();
     wait_for(T, "the collector to delete the children", || async {
-        let mut left = Vec::new();
         for name in &names {
-            for meta in [
-                child::<Secret>(&c.admin, ns, name).await?,
-                child::<ConfigMap>(&c.admin, ns, name).await?,
-            ]
-            .into_iter()
-            .flatten()
+            if child::<Secret>(&c.admin, ns, name).await?.is_some()
+                || child::<ConfigMap>(&c.admin, ns, name).await?.is_some()
             {
-                if meta.deletion_timestamp.is_none() {
-                    left.push(meta.name.unwrap_or_default());
-                }
+                return Ok(None);
             }
         }
-        Ok(left.is_empty().then_some(()))
+        Ok(Some(()))
     })
     .await?;
+    println!(
+        "stripped finalizers: the children collected {:.1?} after, the provisioner still down",
+        stripped.elapsed()
+    );
     // The ObjectBuckets are what is left: on return the provisioner tears
     // them down per reclaim policy.
     ensure!(c.object_buckets_of(ns).await?.len() == claims.len());

@@ -30,16 +30,17 @@
   resources: ["objectbucketclaims/status"]
   verbs: ["patch"]
 # Secrets: the claim's credentials (watched by label, read, created,
-# replaced when credentials change, patched, deleted at teardown){{ if ne .Values.rbac.scope "namespaced" }}, and the
+# replaced when credentials change, patched: the finalizer of older versions
+# off; never deleted: the garbage collector does that with the claim){{ if ne .Values.rbac.scope "namespaced" }}, and the
 # StorageClasses' admin Secrets (get){{ end }}.
 - apiGroups: [""]
   resources: ["secrets"]
-  verbs: ["get", "list", "watch", "create", "update", "patch", "delete"]
+  verbs: ["get", "list", "watch", "create", "update", "patch"]
 # The claim's endpoint ConfigMap: same life cycle as its Secret{{ if ne .Values.rbac.scope "namespaced" }}; also the
 # sample's creation intents in its own namespace (create, get, delete){{ end }}.
 - apiGroups: [""]
   resources: ["configmaps"]
-  verbs: ["get", "list", "watch", "create", "update", "patch", "delete"]
+  verbs: ["get", "list", "watch", "create", "update", "patch"{{ if ne .Values.rbac.scope "namespaced" }}, "delete"{{ end }}]
 # Events on claims: created, and patched when an event repeats.
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]

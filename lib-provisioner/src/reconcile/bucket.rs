@@ -174,8 +174,10 @@ async fn claim_state<P: Provisioner>(ob: &ObjectBucket, ctx: &Context<P>) -> Res
 }
 
 /// Releases the Secret and ConfigMap named after the ObjectBucket's claim
-/// if they belong to that claim (its UID is their owner): the claim is gone,
-/// and garbage collection cannot delete them while they carry our finalizer.
+/// if they belong to that claim (its UID is their owner) and carry the
+/// finalizer older versions put on children: the claim is gone, and garbage
+/// collection cannot delete them while they carry it. Children written by
+/// this version need nothing: the collector deletes them.
 async fn release_children<P: Provisioner>(ob: &ObjectBucket, ctx: &Context<P>) -> Result<()> {
     let Some(claim_ref) = &ob.spec.claim_ref else {
         return Ok(());
@@ -203,7 +205,7 @@ async fn release_child_of<K: writes::Child, P>(
         return Ok(());
     };
     let owned = meta.owner_references.iter().flatten().any(|r| r.uid == uid);
-    if owned {
+    if owned && has_finalizer(&meta) {
         info!(
             namespace = ns,
             name,

@@ -333,8 +333,8 @@ fn live_step(o: &Observed, v: Valid<'_>) -> Step {
 /// The Secret and ConfigMap: written when missing or when fresh access was
 /// obtained, adopted when another version wrote them.
 fn children_step(o: &Observed) -> Option<Step> {
-    // A child a user deleted is let go (it would hang in Terminating on our
-    // finalizer), then written anew.
+    // A child a user deleted is written anew once gone. One an older version
+    // wrote with our finalizer would hang in Terminating: it is let go first.
     if is_deleting(o.secret.as_ref()) {
         return Some(Step::ReleaseSecret);
     }
@@ -365,7 +365,8 @@ fn children_step(o: &Observed) -> Option<Step> {
     None
 }
 
-/// A child of ours whose deletion was requested.
+/// A child of ours, with the finalizer of older versions, whose deletion
+/// was requested.
 fn is_deleting(meta: Option<&ObjectMeta>) -> bool {
     meta.is_some_and(|m| m.deletion_timestamp.is_some() && has_finalizer(m))
 }

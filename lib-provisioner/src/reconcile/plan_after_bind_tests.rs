@@ -223,7 +223,13 @@ fn an_edited_secret_gets_fresh_credentials_and_an_edited_config_map_is_rewritten
 
 #[test]
 fn a_child_deleted_by_a_user_is_released_then_written_again() {
+    // One of this version is simply gone (no finalizer): written again.
     let mut o = bound_state();
+    o.secret = None;
+    assert!(matches!(next_step(&o), Step::ObtainAccess { .. }));
+    // One an older version wrote with the finalizer is let go first.
+    let mut o = bound_state();
+    o.secret = Some(super::tests::older_child_of(&o.claim));
     if let Some(s) = o.secret.as_mut() {
         s.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
             jiff::Timestamp::now(),
@@ -241,6 +247,7 @@ fn a_child_deleted_by_a_user_is_released_then_written_again() {
     assert_eq!(next_step(&o), Step::WriteSecret);
 
     let mut o = bound_state();
+    o.config_map = Some(super::tests::older_child_of(&o.claim));
     if let Some(c) = o.config_map.as_mut() {
         c.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
             jiff::Timestamp::now(),

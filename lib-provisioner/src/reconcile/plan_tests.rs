@@ -97,6 +97,8 @@ pub(super) fn ob_for(c: &ObjectBucketClaim, bucket: &str, origin: Option<&str>) 
     ob
 }
 
+/// A child owned by the claim; `adopted`: labelled, as this version writes
+/// them (no finalizer).
 fn child_of(c: &ObjectBucketClaim, adopted: bool) -> ObjectMeta {
     ObjectMeta {
         name: c.metadata.name.clone(),
@@ -106,9 +108,16 @@ fn child_of(c: &ObjectBucketClaim, adopted: bool) -> ObjectMeta {
             uid: c.metadata.uid.clone().unwrap_or_default(),
             ..Default::default()
         }]),
-        finalizers: adopted.then(|| vec![FINALIZER.into()]),
         labels: adopted.then(|| BTreeMap::from([(PROVISIONER_LABEL.into(), LABEL.into())])),
         ..Default::default()
+    }
+}
+
+/// A child as older versions wrote them: labelled, with our finalizer.
+pub(super) fn older_child_of(c: &ObjectBucketClaim) -> ObjectMeta {
+    ObjectMeta {
+        finalizers: Some(vec![FINALIZER.into()]),
+        ..child_of(c, true)
     }
 }
 
@@ -379,6 +388,13 @@ fn upgrade_without_labels_or_finalizers_is_adopted() {
     assert_eq!(next_step(&o), Step::AdoptSecret);
     o.secret = Some(child_of(&o.claim, true));
     assert_eq!(next_step(&o), Step::AdoptConfigMap);
+    // Children with the finalizer of older versions lose it.
+    o.config_map = Some(child_of(&o.claim, true));
+    o.secret = Some(older_child_of(&o.claim));
+    assert_eq!(next_step(&o), Step::AdoptSecret);
+    o.secret = Some(child_of(&o.claim, true));
+    o.config_map = Some(older_child_of(&o.claim));
+    assert_eq!(next_step(&o), Step::AdoptConfigMap);
 }
 
 #[test]
@@ -562,7 +578,7 @@ pub(super) fn deleting(mut o: Observed) -> Observed {
 }
 
 #[test]
-fn deletion_with_reclaim_delete_deletes_then_releases_children_then_the_finalizer() {
+fn deletion_with_reclaim_delete_deletes_then_removes_the_finalizer() {
     let mut o = deleting(bound_state());
     if let Some(ob) = o.ob.as_mut() {
         ob.spec.reclaim_policy = ReclaimPolicy::Delete;
@@ -576,10 +592,31 @@ fn deletion_with_reclaim_delete_deletes_then_releases_children_then_the_finalize
     o.torn_down = true;
     assert_eq!(next_step(&o), Step::DeleteObjectBucket);
     o.ob = None;
+    // The Secret and ConfigMap are the garbage collector's, once the claim
+    // is gone.
+    assert_eq!(next_step(&o), Step::RemoveClaimFinalizer);
+}
+
+#[test]
+fn deletion_releases_children_that_older_versions_gave_the_finalizer() {
+    let mut o = deleting(bound_state());
+    o.torn_down = true;
+    o.ob = None;
+    o.secret = Some(older_child_of(&o.claim));
+    o.config_map = Some(older_child_of(&o.claim));
     assert_eq!(next_step(&o), Step::ReleaseSecret);
-    o.secret = None;
+    o.secret = Some(child_of(&o.claim, true));
     assert_eq!(next_step(&o), Step::ReleaseConfigMap);
     o.config_map = None;
+    assert_eq!(next_step(&o), Step::RemoveClaimFinalizer);
+    // `--cascade=orphan`: the collector stripped the owner references first.
+    let mut orphaned = older_child_of(&o.claim);
+    orphaned.owner_references = None;
+    o.secret = Some(orphaned.clone());
+    assert_eq!(next_step(&o), Step::ReleaseSecret);
+    // Someone else's object of that name (no label) is left alone.
+    orphaned.labels = None;
+    o.secret = Some(orphaned);
     assert_eq!(next_step(&o), Step::RemoveClaimFinalizer);
 }
 
@@ -605,6 +642,8 @@ fn deletion_with_reclaim_retain_revokes_and_releases() {
         phase: Some(BucketPhase::Released),
     });
     ob.metadata.finalizers = None;
+    assert_eq!(next_step(&again), Step::RemoveClaimFinalizer);
+    again.secret = Some(older_child_of(&again.claim));
     assert_eq!(next_step(&again), Step::ReleaseSecret);
 }
 

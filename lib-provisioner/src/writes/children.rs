@@ -1,18 +1,25 @@
 //! Writes of the claim's Secret and ConfigMap: built from the claim, written
 //! (created or made to match), adopted, released.
+//!
+//! They carry the claim's owner reference (controller, blockOwnerDeletion)
+//! and our label, not our finalizer: the garbage collector deletes them once
+//! the claim is gone, and drift repair writes again one deleted while the
+//! claim lives. Children that older versions (and the Go library) wrote with
+//! `objectbucket.io/finalizer` lose it when adopted, and when their claim
+//! goes, so they never hang in Terminating (see `docs/design.md`).
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Api, DeleteParams, Patch};
+use kube::api::{Api, Patch};
 use kube::{Client, Resource, ResourceExt};
 
-use super::{adopt_patch, owner_reference, params, post_params, release_patch};
+use super::{owner_reference, params, post_params, release_patch};
 use crate::api::{
-    Endpoint, FINALIZER, ObjectBucketClaim, PROVISIONER_LABEL, SECRET_HASH_ANNOTATION,
-    config_map_keys, secret_keys,
+    Endpoint, ObjectBucketClaim, PROVISIONER_LABEL, SECRET_HASH_ANNOTATION, config_map_keys,
+    secret_keys,
 };
 use crate::error::{Error, Result, is_status};
 use crate::provisioner::Credentials;
@@ -97,7 +104,6 @@ fn child_meta(claim: &ObjectBucketClaim, label: &str) -> Result<ObjectMeta> {
             PROVISIONER_LABEL.to_owned(),
             label.to_owned(),
         )])),
-        finalizers: Some(vec![FINALIZER.to_owned()]),
         owner_references: Some(vec![owner_reference(claim)?]),
         ..Default::default()
     })
@@ -203,7 +209,8 @@ pub(crate) async fn write_child<K: Child>(
         .map_err(Error::kube("update the claim's Secret or ConfigMap"))
 }
 
-/// Gives an existing child our finalizer and label.
+/// Gives an existing child our label and takes our finalizer off it (older
+/// versions put it there), in one patch guarded by `resourceVersion`.
 pub(crate) async fn adopt_child<K: Child>(
     client: &Client,
     meta: &ObjectMeta,
@@ -214,20 +221,19 @@ pub(crate) async fn adopt_child<K: Child>(
         .as_deref()
         .ok_or(Error::MissingField("namespace"))?;
     let name = meta.name.as_deref().ok_or(Error::MissingField("name"))?;
+    let mut patch = release_patch(meta);
+    patch["metadata"]["labels"] = serde_json::json!({ PROVISIONER_LABEL: label });
     Api::<K>::namespaced(client.clone(), ns)
-        .patch(
-            name,
-            &params(),
-            &Patch::Merge(adopt_patch(meta, label, BTreeMap::new())),
-        )
+        .patch(name, &params(), &Patch::Merge(patch))
         .await
         .map(|k| k.meta().clone())
         .map_err(Error::kube("take over the claim's Secret or ConfigMap"))
 }
 
-/// Removes our finalizer from a child and deletes it. Garbage collection
-/// would delete it with the claim; deleting it here revokes readers' view of
-/// the credentials as soon as the bucket access is revoked.
+/// Removes the finalizer an older version put on a child, so that the
+/// garbage collector can delete it once its claim is gone (or, if a user
+/// deleted it, it goes now). Nothing is deleted here: the owner reference
+/// does that.
 pub(crate) async fn release_child<K: Child>(client: &Client, meta: &ObjectMeta) -> Result<()> {
     let ns = meta
         .namespace
@@ -235,21 +241,16 @@ pub(crate) async fn release_child<K: Child>(client: &Client, meta: &ObjectMeta) 
         .ok_or(Error::MissingField("namespace"))?;
     let name = meta.name.as_deref().ok_or(Error::MissingField("name"))?;
     let api = Api::<K>::namespaced(client.clone(), ns);
-    if crate::reconcile::plan::has_finalizer(meta) {
-        match api
-            .patch(name, &params(), &Patch::Merge(release_patch(meta)))
-            .await
-        {
-            Err(e) if is_status(&e, 404) => return Ok(()),
-            other => other.map(|_| ()).map_err(Error::kube(
-                "remove the finalizer of the claim's Secret or ConfigMap",
-            ))?,
-        }
+    if !crate::reconcile::plan::has_finalizer(meta) {
+        return Ok(());
     }
-    match api.delete(name, &DeleteParams::default()).await {
+    match api
+        .patch(name, &params(), &Patch::Merge(release_patch(meta)))
+        .await
+    {
         Err(e) if is_status(&e, 404) => Ok(()),
-        other => other
-            .map(|_| ())
-            .map_err(Error::kube("delete the claim's Secret or ConfigMap")),
+        other => other.map(|_| ()).map_err(Error::kube(
+            "remove the finalizer of the claim's Secret or ConfigMap",
+        )),
     }
 }

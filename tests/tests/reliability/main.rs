@@ -65,6 +65,12 @@ impl Suite {
         let kubeconfig = install_sample(&env)
             .await
             .expect("sample provisioner installs");
+        // Its garbage collector deletes the Secrets and ConfigMaps of
+        // deleted claims, as in any cluster (after the CRDs: it discovers
+        // resource types at start).
+        env.start_controller_manager()
+            .await
+            .expect("kube-controller-manager starts");
         Self {
             admin: env.admin_client(),
             env,

@@ -30,6 +30,9 @@ async fn objects_left_by_the_go_library_and_older_versions_are_taken_over() {
         .await
         .expect("old CRDs");
     let kubeconfig = install_sample(&env).await.expect("sample installs");
+    env.start_controller_manager()
+        .await
+        .expect("kube-controller-manager starts");
     let suite = Suite {
         admin: env.admin_client(),
         env,
@@ -207,20 +210,24 @@ async fn child_data(client: &Client, ns: &str) -> Result<Vec<(String, String)>> 
     Ok(out)
 }
 
-/// Waits until each claim, its ObjectBucket, Secret and ConfigMap carry this
-/// provisioner's label and finalizer and the claim is Bound (with
+/// Waits until each claim and its ObjectBucket carry this provisioner's
+/// label and finalizer, its Secret and ConfigMap the label and not the
+/// finalizer (the garbage collector deletes them with the claim; older
+/// versions put the finalizer there), and the claim is Bound (with
 /// `spec.objectBucketName` when the CRD has the field).
 async fn taken_over(client: &Client, ns: &str, names: &[&str], bind_field: bool) -> Result<()> {
     let obs: Api<ObjectBucket> = Api::all(client.clone());
-    let ours = |meta: &kube::api::ObjectMeta| {
-        meta.finalizers.iter().flatten().any(|f| f == FINALIZER)
-            && meta
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(PROVISIONER_LABEL))
-                .map(String::as_str)
-                == Some(LABEL)
+    let labelled = |meta: &kube::api::ObjectMeta| {
+        meta.labels
+            .as_ref()
+            .and_then(|l| l.get(PROVISIONER_LABEL))
+            .map(String::as_str)
+            == Some(LABEL)
     };
+    let finalized =
+        |meta: &kube::api::ObjectMeta| meta.finalizers.iter().flatten().any(|f| f == FINALIZER);
+    let ours = |meta: &kube::api::ObjectMeta| labelled(meta) && finalized(meta);
+    let adopted_child = |meta: &kube::api::ObjectMeta| labelled(meta) && !finalized(meta);
     for name in names {
         let ob_name = format!("obc-{ns}-{name}");
         obc_tests::wait_for(T, format!("{name} to be taken over"), || async {
@@ -242,8 +249,14 @@ async fn taken_over(client: &Client, ns: &str, names: &[&str], bind_field: bool)
         let cm = Api::<ConfigMap>::namespaced(client.clone(), ns)
             .get_metadata(name)
             .await?;
-        ensure!(ours(&secret.metadata), "Secret {name} was not adopted");
-        ensure!(ours(&cm.metadata), "ConfigMap {name} was not adopted");
+        ensure!(
+            adopted_child(&secret.metadata),
+            "Secret {name} was not adopted"
+        );
+        ensure!(
+            adopted_child(&cm.metadata),
+            "ConfigMap {name} was not adopted"
+        );
     }
     Ok(())
 }

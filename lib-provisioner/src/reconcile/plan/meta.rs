@@ -31,8 +31,10 @@ pub(crate) fn owned_by(meta: &ObjectMeta, claim: &ObjectBucketClaim) -> bool {
     })
 }
 
+/// Whether a child is as this version writes it: our label, and not our
+/// finalizer (which older versions put on children).
 pub(crate) fn child_is_adopted(meta: &ObjectMeta, label: &str) -> bool {
-    has_finalizer(meta) && has_label(meta, label)
+    has_label(meta, label) && !has_finalizer(meta)
 }
 
 pub(crate) fn has_finalizer(meta: &ObjectMeta) -> bool {

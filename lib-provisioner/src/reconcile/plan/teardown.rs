@@ -10,6 +10,7 @@ use super::{ClassState, Observed, Step};
 use crate::api::{
     BUCKET_ORIGIN_ANNOTATION, BucketOrigin, BucketPhase, ObjectBucket, ReclaimPolicy,
 };
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 /// The next step for a claim being deleted.
 pub(super) fn next_deletion_step(o: &Observed) -> Step {
@@ -68,13 +69,29 @@ pub(super) fn next_deletion_step(o: &Observed) -> Step {
             }
         }
     }
-    if o.secret.as_ref().is_some_and(|s| owned_by(s, &o.claim)) {
+    // The Secret and ConfigMap are the garbage collector's to delete, once
+    // the claim is gone (their owner reference). Only children an older
+    // version wrote with our finalizer need a write: the finalizer off.
+    if o.secret.as_ref().is_some_and(|s| holds_our_finalizer(s, o)) {
         return Step::ReleaseSecret;
     }
-    if o.config_map.as_ref().is_some_and(|c| owned_by(c, &o.claim)) {
+    if o.config_map
+        .as_ref()
+        .is_some_and(|c| holds_our_finalizer(c, o))
+    {
         return Step::ReleaseConfigMap;
     }
     Step::RemoveClaimFinalizer
+}
+
+/// A child of this claim that still carries our finalizer: its own (owner
+/// reference), or one the garbage collector orphaned for it
+/// (`--cascade=orphan` strips the owner references before the claim's
+/// teardown sees them) that carries our label and no owner.
+fn holds_our_finalizer(meta: &ObjectMeta, o: &Observed) -> bool {
+    let orphaned =
+        has_label(meta, &o.label) && meta.owner_references.as_ref().is_none_or(Vec::is_empty);
+    has_finalizer(meta) && (owned_by(meta, &o.claim) || orphaned)
 }
 
 /// How an ObjectBucket is torn down once its claim goes: the one decision

@@ -39,7 +39,8 @@ pub(super) async fn write_secret<P: Provisioner>(
     Ok(Flow::Continue)
 }
 
-/// Gives an existing Secret of the claim our label and finalizer.
+/// Gives an existing Secret of the claim our label, and takes our finalizer
+/// off it (older versions put it there).
 pub(super) async fn adopt_secret<P: Provisioner>(
     o: &mut Observed,
     ctx: &Context<P>,
@@ -76,7 +77,8 @@ pub(super) async fn write_config_map<P: Provisioner>(
     Ok(Flow::Continue)
 }
 
-/// Gives an existing ConfigMap of the claim our label and finalizer.
+/// Gives an existing ConfigMap of the claim our label, and takes our
+/// finalizer off it (older versions put it there).
 pub(super) async fn adopt_config_map<P: Provisioner>(
     o: &mut Observed,
     ctx: &Context<P>,
@@ -89,7 +91,8 @@ pub(super) async fn adopt_config_map<P: Provisioner>(
     Ok(Flow::Continue)
 }
 
-/// Removes the Secret's finalizer and deletes it.
+/// Removes the finalizer an older version put on the Secret; the garbage
+/// collector deletes it once the claim is gone.
 pub(super) async fn release_secret<P: Provisioner>(
     o: &mut Observed,
     ctx: &Context<P>,
@@ -110,7 +113,8 @@ pub(super) async fn release_secret<P: Provisioner>(
     Ok(Flow::Continue)
 }
 
-/// Removes the ConfigMap's finalizer and deletes it.
+/// Removes the finalizer an older version put on the ConfigMap; the garbage
+/// collector deletes it once the claim is gone.
 pub(super) async fn release_config_map<P: Provisioner>(
     o: &mut Observed,
     ctx: &Context<P>,

@@ -580,6 +580,23 @@ fn loadavg() -> String {
         .unwrap_or_default()
 }
 
+/// Waits until no Secret or ConfigMap of a claim (our label) is left in `ns`.
+async fn children_collected(client: &Client, ns: &str) -> Result<()> {
+    let labelled = ListParams::default().labels(lib_provisioner::api::PROVISIONER_LABEL);
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    obc_tests::wait_for(
+        Duration::from_secs(120),
+        "the garbage collector to delete the claims' Secrets and ConfigMaps",
+        || async {
+            let left = secrets.list_metadata(&labelled).await?.items.len()
+                + config_maps.list_metadata(&labelled).await?.items.len();
+            Ok((left == 0).then_some(()))
+        },
+    )
+    .await
+}
+
 struct Run {
     env: TestEnv,
     client: Client,
@@ -862,6 +879,11 @@ async fn benchmark(run: &mut Run, config: &Config) -> Result<Summary> {
             Duration::from_secs(120),
         )
         .await?;
+    if run.env.controller_manager_running().await {
+        // The collector deletes the Secrets and ConfigMaps after their claims
+        // are gone: its writes belong to this phase.
+        children_collected(&client, ns).await?;
+    }
     let after = run.api.snapshot().await?;
     let cpu1 = run.cpu(Some(&ctl));
     delete_latencies.sort();
