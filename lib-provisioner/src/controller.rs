@@ -33,11 +33,11 @@ use std::time::Duration;
 use futures::future::{BoxFuture, FutureExt};
 use kube::Client;
 use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::ObjectRef;
 use tokio::sync::watch;
 use tracing::error;
 
-use crate::api::{ObjectBucket, ObjectBucketClaim};
+use crate::api::ObjectBucket;
 use crate::error::RunError;
 use crate::leader::{Elector, LeaderElection, Leadership};
 use crate::metrics::Metrics;
@@ -46,6 +46,7 @@ use crate::provisioner::Provisioner;
 use crate::reconcile::{Backoffs, ChildStores, Context};
 use crate::server::Health;
 
+mod namespaces;
 mod wiring;
 
 /// Which namespaces' claims to serve.
@@ -74,6 +75,7 @@ pub struct ControllerBuilder<P> {
     resync: Duration,
     backoff: (Duration, Duration),
     provisioner_timeout: Duration,
+    dead_watch_limit: Duration,
 }
 
 impl<P: Provisioner> ControllerBuilder<P> {
@@ -91,6 +93,7 @@ impl<P: Provisioner> ControllerBuilder<P> {
             resync: Duration::from_secs(600),
             backoff: (Duration::from_millis(500), Duration::from_secs(300)),
             provisioner_timeout: DEFAULT_PROVISIONER_TIMEOUT,
+            dead_watch_limit: crate::server::WATCHES_DEAD_LIMIT,
         }
     }
 
@@ -156,6 +159,23 @@ impl<P: Provisioner> ControllerBuilder<P> {
         self
     }
 
+    /// How long every watch may fail without a break before `/healthz`
+    /// answers 503 (default [`WATCHES_DEAD_LIMIT`](crate::WATCHES_DEAD_LIMIT),
+    /// 2 minutes). Keep it above the longest apiserver outage a restart
+    /// of this process would not help with.
+    ///
+    /// ```
+    /// # use lib_provisioner::{ControllerBuilder, Provisioner};
+    /// # fn configure<P: Provisioner>(p: P) {
+    /// let builder = ControllerBuilder::new("example.com/bucket", p)
+    ///     .dead_watch_limit(std::time::Duration::from_secs(300));
+    /// # }
+    /// ```
+    pub fn dead_watch_limit(mut self, limit: Duration) -> Self {
+        self.dead_watch_limit = limit;
+        self
+    }
+
     /// Runs until `shutdown` completes (then returns `Ok`) or leadership is
     /// lost (then returns [`RunError::LostLease`]; exit and let the
     /// Deployment restart the process as a standby).
@@ -168,7 +188,7 @@ impl<P: Provisioner> ControllerBuilder<P> {
         client: Client,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), RunError> {
-        let health = Arc::new(Health::default());
+        let health = Arc::new(Health::new(self.dead_watch_limit));
         let (stop_tx, stop_rx) = watch::channel(false);
         let mut shutdown = shutdown.boxed();
 
@@ -262,63 +282,45 @@ impl<P: Provisioner> ControllerBuilder<P> {
             WatchScope::All => vec![None],
             WatchScope::Namespaces(list) => list.iter().cloned().map(Some).collect(),
         };
-        let mut shared = wiring::SharedCaches::new(&client, namespaces.len(), &health);
+        let mut shared = wiring::SharedCaches::new(&client, &health);
         let (claim_deletions_tx, claim_deletions) =
             tokio::sync::mpsc::unbounded_channel::<ObjectRef<ObjectBucket>>();
-        let scopes: Vec<wiring::Scope> = namespaces
-            .into_iter()
-            .map(|ns| wiring::Scope::new(&client, ns, &label, claim_deletions_tx.clone(), &health))
-            .collect();
-        drop(claim_deletions_tx);
-        let claim_stores: Vec<Store<ObjectBucketClaim>> =
-            scopes.iter().map(|s| s.claims.clone()).collect();
-        metrics.watch_claims(claim_stores.clone());
+        let scope = wiring::Scope::new(&client, &namespaces, &label, claim_deletions_tx, &health);
+        let claims = scope.claims.clone();
+        metrics.watch_claims(claims.clone());
 
         let (synced_tx, synced_rx) = watch::channel(false);
-        let concurrency = self.concurrency;
+        let config = kube::runtime::controller::Config::default().concurrency(self.concurrency);
         let ctx = self.context(
-            client, label, &shared, &scopes, metrics, synced_rx, leadership,
+            client, label, &shared, &scope, metrics, synced_rx, leadership,
         );
-
-        // With several namespaces the limit is one semaphore they share
-        // (`shared_limit`); each controller itself is then unbounded.
-        let per_controller = if ctx.claim_permits.is_some() {
-            0
-        } else {
-            concurrency
-        };
-        let config = kube::runtime::controller::Config::default().concurrency(per_controller);
-        let bucket_config = kube::runtime::controller::Config::default().concurrency(concurrency);
         let mut tasks: Vec<BoxFuture<'static, ()>> = Vec::new();
-        let mut retries = Vec::new();
-        for scope in scopes {
-            let (retry, retried) = tokio::sync::mpsc::unbounded_channel();
-            retries.push((scope.claims.clone(), retry));
-            match shared.subscribe() {
-                Some((buckets, classes)) => tasks.push(wiring::claim_controller(
-                    scope,
-                    (buckets, classes, retried),
-                    ctx.clone(),
-                    config.clone(),
-                    stop.clone(),
-                    leading.clone(),
-                )),
-                None => error!("the shared caches cannot be subscribed to; this is a bug"),
-            }
+        let (retry, retried) = tokio::sync::mpsc::unbounded_channel();
+        match shared.claim_triggers.take() {
+            Some((buckets, classes)) => tasks.push(wiring::claim_controller(
+                scope,
+                (buckets, classes, retried),
+                ctx.clone(),
+                config.clone(),
+                stop.clone(),
+                leading.clone(),
+            )),
+            None => error!("the shared caches cannot be subscribed to; this is a bug"),
         }
         tasks.push(wiring::retry_after_reconnect(
             health.clone(),
             ctx.clone(),
-            retries,
+            claims.clone(),
+            retry,
             stop.clone(),
         ));
-        if let Some(bucket_events) = shared.bucket_subscriptions.pop() {
+        if let Some(bucket_events) = shared.bucket_triggers.take() {
             tasks.push(wiring::bucket_controller(
                 bucket_events,
                 shared.buckets.clone(),
                 claim_deletions,
                 ctx.clone(),
-                bucket_config,
+                config,
                 stop.clone(),
                 leading,
             ));
@@ -326,7 +328,7 @@ impl<P: Provisioner> ControllerBuilder<P> {
         let ready = wiring::signal_ready(
             shared.classes.clone(),
             shared.buckets.clone(),
-            claim_stores,
+            claims,
             synced_tx,
             health,
         );
@@ -346,17 +348,6 @@ impl<P: Provisioner> ControllerBuilder<P> {
         }
     }
 
-    /// The claim concurrency limit shared by the controllers of several
-    /// namespaces (`None` with one controller, or no limit).
-    fn shared_limit(&self) -> Option<Arc<tokio::sync::Semaphore>> {
-        match &self.scope {
-            WatchScope::Namespaces(list) if list.len() > 1 && self.concurrency > 0 => Some(
-                Arc::new(tokio::sync::Semaphore::new(usize::from(self.concurrency))),
-            ),
-            _ => None,
-        }
-    }
-
     /// What every reconcile reads: the client, the provisioner, the caches,
     /// the settings.
     #[allow(clippy::too_many_arguments)]
@@ -365,12 +356,11 @@ impl<P: Provisioner> ControllerBuilder<P> {
         client: Client,
         label: String,
         shared: &wiring::SharedCaches,
-        scopes: &[wiring::Scope],
+        scope: &wiring::Scope,
         metrics: Arc<Metrics>,
         caches_synced: watch::Receiver<bool>,
         leadership: Option<Arc<Leadership>>,
     ) -> Arc<Context<P>> {
-        let claim_permits = self.shared_limit();
         let namespaces = match &self.scope {
             WatchScope::All => None,
             WatchScope::Namespaces(list) => Some(list.iter().cloned().collect()),
@@ -379,10 +369,6 @@ impl<P: Provisioner> ControllerBuilder<P> {
             controller: label.clone(),
             instance: std::env::var("POD_NAME").ok(),
         };
-        let (secrets, config_maps) = scopes
-            .iter()
-            .map(|s| (s.secrets.clone(), s.config_maps.clone()))
-            .unzip();
         Arc::new(Context {
             recorder: Recorder::new(client.clone(), reporter),
             client,
@@ -391,9 +377,9 @@ impl<P: Provisioner> ControllerBuilder<P> {
             label,
             classes: shared.classes.clone(),
             buckets: shared.buckets.clone(),
-            claims: scopes.iter().map(|s| s.claims.clone()).collect(),
-            secrets: ChildStores(secrets),
-            config_maps: ChildStores(config_maps),
+            claims: scope.claims.clone(),
+            secrets: ChildStores(scope.secrets.clone()),
+            config_maps: ChildStores(scope.config_maps.clone()),
             metrics,
             backoff: Backoffs::new(self.backoff.0, self.backoff.1),
             resync: self.resync,
@@ -406,7 +392,6 @@ impl<P: Provisioner> ControllerBuilder<P> {
             in_flight: Default::default(),
             verified: Default::default(),
             api_errors: Default::default(),
-            claim_permits,
             namespaces,
         })
     }

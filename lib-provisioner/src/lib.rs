@@ -39,3 +39,4 @@ pub use provisioner::{
 pub use reconcile::status::{
     BOUND_CONDITION, CONFIG_APPLIED_CONDITION, CREDENTIALS_ROTATED_CONDITION,
 };
+pub use server::WATCHES_DEAD_LIMIT;

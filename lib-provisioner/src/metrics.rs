@@ -37,7 +37,7 @@ type Labels = Vec<(&'static str, String)>;
 /// The controller's metrics and their registry.
 pub struct Metrics {
     registry: Registry,
-    claims: Arc<RwLock<Vec<Store<ObjectBucketClaim>>>>,
+    claims: Arc<RwLock<Option<Store<ObjectBucketClaim>>>>,
     reconciles: Family<Labels, Counter>,
     bucket_reconciles: Family<Labels, Counter>,
     bucket_reconcile_duration: Histogram,
@@ -68,7 +68,7 @@ fn duration_histogram() -> Histogram {
 impl Metrics {
     /// A fresh registry with every metric at zero.
     pub fn new() -> Self {
-        let claims = Arc::new(RwLock::new(Vec::new()));
+        let claims = Arc::new(RwLock::new(None));
         let mut registry = Registry::default();
         let reconciles = Family::<Labels, Counter>::default();
         let reconcile_duration = duration_histogram();
@@ -137,9 +137,9 @@ impl Metrics {
         }
     }
 
-    /// Makes `obc_claims` count the claims in these caches.
-    pub(crate) fn watch_claims(&self, stores: Vec<Store<ObjectBucketClaim>>) {
-        *self.claims.write().unwrap_or_else(|p| p.into_inner()) = stores;
+    /// Makes `obc_claims` count the claims in this cache.
+    pub(crate) fn watch_claims(&self, store: Store<ObjectBucketClaim>) {
+        *self.claims.write().unwrap_or_else(|p| p.into_inner()) = Some(store);
     }
 
     pub(crate) fn reconciled(&self, took: Duration, error: Option<&Error>) {
@@ -193,7 +193,7 @@ impl Metrics {
 /// drift from the cache.
 #[derive(Debug)]
 struct PhaseCollector {
-    claims: Arc<RwLock<Vec<Store<ObjectBucketClaim>>>>,
+    claims: Arc<RwLock<Option<Store<ObjectBucketClaim>>>>,
 }
 
 impl Collector for PhaseCollector {

@@ -53,18 +53,20 @@ async fn ready(State(state): State<AppState>) -> impl IntoResponse {
     }
 }
 
-/// How long the watches may fail without a break before `/healthz` fails
-/// (and the kubelet restarts the process): longer than an apiserver
-/// restart or a rolling upgrade takes, short enough that a process whose
-/// watches are stuck does not serve stale caches for long.
+/// How long every watch may fail without a break before `/healthz` fails
+/// (and the kubelet restarts the process), unless
+/// [`ControllerBuilder::dead_watch_limit`](crate::ControllerBuilder::dead_watch_limit)
+/// says otherwise: longer than an apiserver restart or a rolling upgrade
+/// takes, short enough that a process whose watches are stuck does not
+/// serve stale caches for long.
 pub const WATCHES_DEAD_LIMIT: Duration = Duration::from_secs(120);
 
 async fn alive(State(state): State<AppState>) -> impl IntoResponse {
-    match state.health.watches.failing_for() {
-        Some(d) if d > WATCHES_DEAD_LIMIT => (
+    match state.health.watches.dead_for() {
+        Some(d) if d > state.health.dead_limit => (
             StatusCode::SERVICE_UNAVAILABLE,
             format!(
-                "the watches have failed for {}s: the apiserver is unreachable or refuses this controller",
+                "every watch has failed for {}s: the apiserver is unreachable or refuses this controller",
                 d.as_secs()
             ),
         ),
@@ -74,50 +76,80 @@ async fn alive(State(state): State<AppState>) -> impl IntoResponse {
 
 /// Liveness and readiness, as the server reports them; the controller sets
 /// them (so the server depends on nothing of the controller's).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Health {
     pub ready: AtomicBool,
     pub watches: WatchHealth,
+    /// See [`WATCHES_DEAD_LIMIT`].
+    pub dead_limit: Duration,
 }
 
-/// Which watches are failing, since when; and a signal when the last one
-/// that failed works again (waiting claims are then retried at once).
+impl Health {
+    pub(crate) fn new(dead_limit: Duration) -> Self {
+        Self {
+            ready: AtomicBool::new(false),
+            watches: WatchHealth::default(),
+            dead_limit,
+        }
+    }
+}
+
+/// Which watches there are, which are failing since when; and a signal
+/// when one that failed works again (waiting claims are then retried).
 #[derive(Debug, Default)]
 pub(crate) struct WatchHealth {
-    failing: Mutex<HashMap<&'static str, Instant>>,
+    known: Mutex<std::collections::HashSet<String>>,
+    failing: Mutex<HashMap<String, Instant>>,
     reconnects: AtomicU64,
     reconnected: tokio::sync::Notify,
 }
 
 impl WatchHealth {
+    /// Watch `name` exists (and counts for [`WatchHealth::dead_for`]).
+    pub(crate) fn register(&self, name: &str) {
+        self.known
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(name.to_owned());
+    }
+
     /// Watch `name` answered with an error.
-    pub(crate) fn failed(&self, name: &'static str) {
-        self.lock().entry(name).or_insert_with(Instant::now);
+    pub(crate) fn failed(&self, name: &str) {
+        let mut failing = self.lock();
+        if !failing.contains_key(name) {
+            failing.insert(name.to_owned(), Instant::now());
+        }
     }
 
     /// Watch `name` delivered an event.
-    pub(crate) fn ok(&self, name: &'static str) {
-        let recovered = {
-            let mut failing = self.lock();
-            failing.remove(name).is_some() && failing.is_empty()
-        };
+    pub(crate) fn ok(&self, name: &str) {
+        let recovered = self.lock().remove(name).is_some();
         if recovered {
             self.reconnects.fetch_add(1, Ordering::Relaxed);
             self.reconnected.notify_waiters();
         }
     }
 
-    /// How long the longest-failing watch has failed, if any fails.
-    pub(crate) fn failing_for(&self) -> Option<Duration> {
-        self.lock().values().min().map(Instant::elapsed)
+    /// How long every watch has been failing, if every one is: the
+    /// apiserver is unreachable, or refuses this controller altogether. One
+    /// watch failing alone (one namespace's RoleBinding missing) is not a
+    /// dead process: a restart would not mend it, and would interrupt the
+    /// others.
+    pub(crate) fn dead_for(&self) -> Option<Duration> {
+        let known = self.known.lock().unwrap_or_else(|p| p.into_inner()).len();
+        let failing = self.lock();
+        if known == 0 || failing.len() < known {
+            return None;
+        }
+        failing.values().max().map(Instant::elapsed)
     }
 
-    /// Resolves when every watch works again after a failure.
+    /// Resolves when a watch works again after a failure.
     pub(crate) async fn reconnected(&self) {
         self.reconnected.notified().await;
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<&'static str, Instant>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Instant>> {
         self.failing.lock().unwrap_or_else(|p| p.into_inner())
     }
 }

@@ -22,37 +22,35 @@ use crate::reconcile::{self, Context, bucket, claim, plan};
 use crate::server::Health;
 
 type Feed<K> = BoxStream<'static, Result<K, watcher::Error>>;
+type Watch<K> = BoxStream<'static, Result<watcher::Event<K>, watcher::Error>>;
 
 /// The cluster-scoped caches (StorageClasses, ObjectBuckets), shared by
-/// every claim controller and the ObjectBucket reconciler.
+/// the claim reconciler and the ObjectBucket reconciler.
 pub(super) struct SharedCaches {
     pub classes: Store<StorageClass>,
     pub buckets: Store<ObjectBucket>,
-    class_subscriptions: Vec<ReflectHandle<StorageClass>>,
-    pub bucket_subscriptions: Vec<ReflectHandle<ObjectBucket>>,
+    /// The claim reconciler's subscriptions to both.
+    pub claim_triggers: Option<(ReflectHandle<ObjectBucket>, ReflectHandle<StorageClass>)>,
+    /// The ObjectBucket reconciler's.
+    pub bucket_triggers: Option<ReflectHandle<ObjectBucket>>,
     /// Both watches; they run until the controller stops.
     pub feeds: BoxFuture<'static, ()>,
 }
 
 impl SharedCaches {
-    /// Caches for `claim_controllers` claim controllers (and, for
-    /// ObjectBuckets, the ObjectBucket reconciler). Subscriptions are taken
-    /// before the writers move into their feeds.
-    pub(super) fn new(client: &Client, claim_controllers: usize, health: &Arc<Health>) -> Self {
+    /// Subscriptions are taken before the writers move into their feeds.
+    pub(super) fn new(client: &Client, health: &Arc<Health>) -> Self {
         let wc = watcher::Config::default().any_semantic();
         let (classes, class_writer) = reflector::store_shared::<StorageClass>(256);
-        let class_subscriptions = (0..claim_controllers)
-            .filter_map(|_| class_writer.subscribe())
-            .collect();
+        let class_triggers = class_writer.subscribe();
         let class_feed = watcher(Api::<StorageClass>::all(client.clone()), wc.clone())
             .backoff(watch_backoff())
             .inspect(tracked(health, "StorageClass"))
             .modify(strip_managed_fields)
             .reflect_shared(class_writer);
         let (buckets, bucket_writer) = reflector::store_shared::<ObjectBucket>(1024);
-        let bucket_subscriptions = (0..=claim_controllers)
-            .filter_map(|_| bucket_writer.subscribe())
-            .collect();
+        let claim_triggers = bucket_writer.subscribe().zip(class_triggers);
+        let bucket_triggers = bucket_writer.subscribe();
         let bucket_feed = watcher(Api::<ObjectBucket>::all(client.clone()), wc)
             .backoff(watch_backoff())
             .inspect(tracked(health, "ObjectBucket"))
@@ -68,27 +66,18 @@ impl SharedCaches {
         Self {
             classes,
             buckets,
-            class_subscriptions,
-            bucket_subscriptions,
+            claim_triggers,
+            bucket_triggers,
             feeds,
         }
     }
-
-    /// One claim controller's subscriptions to both shared caches.
-    pub(super) fn subscribe(
-        &mut self,
-    ) -> Option<(ReflectHandle<ObjectBucket>, ReflectHandle<StorageClass>)> {
-        Some((
-            self.bucket_subscriptions.pop()?,
-            self.class_subscriptions.pop()?,
-        ))
-    }
 }
 
-/// The claims of one namespace (or all), their Secrets and ConfigMaps
-/// (metadata only, our label only), with the watches that fill them.
+/// The claims of the namespaces served (or all), their Secrets and
+/// ConfigMaps (metadata only, our label only), with the watches that fill
+/// them: one watch per namespace and kind, one cache per kind
+/// ([`super::namespaces::reflect`]).
 pub(super) struct Scope {
-    namespace: Option<String>,
     pub claims: Store<ObjectBucketClaim>,
     pub secrets: Store<PartialObjectMeta<Secret>>,
     pub config_maps: Store<PartialObjectMeta<ConfigMap>>,
@@ -98,11 +87,11 @@ pub(super) struct Scope {
 }
 
 impl Scope {
-    /// Watches for `namespace` (`None`: all). Claim deletions are sent to
-    /// `deleted` as the ObjectBucket they leave behind.
+    /// Watches for `namespaces` (`[None]`: all). Claim deletions are sent
+    /// to `deleted` as the ObjectBucket they leave behind.
     pub(super) fn new(
         client: &Client,
-        namespace: Option<String>,
+        namespaces: &[Option<String>],
         label: &str,
         deleted: mpsc::UnboundedSender<ObjectRef<ObjectBucket>>,
         health: &Arc<Health>,
@@ -113,12 +102,10 @@ impl Scope {
         // The ObjectBucket reconciler learns of deleted claims from this
         // same stream, after the claim cache has dropped them: a second
         // watch could report a deletion the cache has not seen yet.
-        let claim_feed = reflector::reflector(
+        let claim_feed = super::namespaces::reflect(
             claim_writer,
-            watcher(api::<ObjectBucketClaim>(client, &namespace), wc).modify(strip_managed_fields),
+            watches::<ObjectBucketClaim>(client, namespaces, &wc, health, "ObjectBucketClaim"),
         )
-        .backoff(watch_backoff())
-        .inspect(tracked(health, "ObjectBucketClaim"))
         .inspect(move |event| {
             if let Ok(watcher::Event::Delete(claim)) = event {
                 let _ = deleted.send(ObjectRef::new(&plan::object_bucket_name(claim)));
@@ -127,16 +114,10 @@ impl Scope {
         .touched_objects()
         .filter(without_errors)
         .boxed();
-        let (secrets, secret_feed) = child_feed(
-            client,
-            &namespace,
-            child_wc.clone(),
-            tracked(health, "Secret"),
-        );
+        let (secrets, secret_feed) = child_feed(client, namespaces, &child_wc, health, "Secret");
         let (config_maps, config_map_feed) =
-            child_feed(client, &namespace, child_wc, tracked(health, "ConfigMap"));
+            child_feed(client, namespaces, &child_wc, health, "ConfigMap");
         Self {
-            namespace,
             claims,
             secrets,
             config_maps,
@@ -147,22 +128,52 @@ impl Scope {
     }
 }
 
-fn api<K>(client: &Client, ns: &Option<String>) -> Api<K>
+/// One watch of `K` per namespace (`None`: all), each retried with its own
+/// backoff and tracked in the watches' health under its own name.
+fn watches<K>(
+    client: &Client,
+    namespaces: &[Option<String>],
+    wc: &watcher::Config,
+    health: &Arc<Health>,
+    kind: &str,
+) -> Vec<(String, Watch<K>)>
 where
-    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
+    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
 {
-    match ns {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
-    }
+    namespaces
+        .iter()
+        .map(|ns| {
+            let api = match ns {
+                Some(ns) => Api::namespaced(client.clone(), ns),
+                None => Api::all(client.clone()),
+            };
+            let name = match ns {
+                Some(ns) => format!("{kind} in {ns}"),
+                None => kind.to_owned(),
+            };
+            let watch = watcher(api, wc.clone())
+                .modify(strip_managed_fields)
+                .backoff(watch_backoff())
+                .inspect(tracked(health, name))
+                .boxed();
+            (ns.clone().unwrap_or_default(), watch)
+        })
+        .collect()
 }
 
-/// A metadata-only cache of one kind of child, and the watch that fills it.
+/// A metadata-only cache of one kind of child, and the watches that fill it.
 fn child_feed<K>(
     client: &Client,
-    namespace: &Option<String>,
-    wc: watcher::Config,
-    track: impl FnMut(&Result<watcher::Event<PartialObjectMeta<K>>, watcher::Error>) + Send + 'static,
+    namespaces: &[Option<String>],
+    wc: &watcher::Config,
+    health: &Arc<Health>,
+    kind: &str,
 ) -> (Store<PartialObjectMeta<K>>, Feed<PartialObjectMeta<K>>)
 where
     K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
@@ -174,19 +185,17 @@ where
         + 'static,
 {
     let (store, writer) = reflector::store();
-    let feed = reflector::reflector(
+    let feed = super::namespaces::reflect(
         writer,
-        watcher(api::<PartialObjectMeta<K>>(client, namespace), wc).modify(strip_managed_fields),
+        watches::<PartialObjectMeta<K>>(client, namespaces, wc, health, kind),
     )
-    .backoff(watch_backoff())
-    .inspect(track)
     .touched_objects()
     .filter(without_errors)
     .boxed();
     (store, feed)
 }
 
-/// The claim reconciler of one scope: triggered by its claims, their
+/// The claim reconciler: triggered by the claims served, their
 /// children, their ObjectBuckets, and the classes of claims still waiting;
 /// only while `leading` (then once for every cached claim).
 pub(super) fn claim_controller<P: Provisioner>(
@@ -201,8 +210,7 @@ pub(super) fn claim_controller<P: Provisioner>(
     stop: watch::Receiver<bool>,
     leading: watch::Receiver<bool>,
 ) -> BoxFuture<'static, ()> {
-    let ns = scope.namespace.clone();
-    let in_scope = move |claim_ns: &str| ns.as_deref().is_none_or(|n| n == claim_ns);
+    let served = ctx.clone();
     let claims_for_class = scope.claims.clone();
     Controller::for_stream(while_leading(scope.claim_feed, &leading), scope.claims)
         .with_config(config)
@@ -217,7 +225,9 @@ pub(super) fn claim_controller<P: Provisioner>(
             move |ob: Arc<ObjectBucket>| {
                 ob.spec.claim_ref.as_ref().and_then(|r| {
                     let (ns, name) = (r.namespace.as_deref()?, r.name.as_deref()?);
-                    in_scope(ns).then(|| ObjectRef::new(name).within(ns))
+                    served
+                        .serves_namespace(ns)
+                        .then(|| ObjectRef::new(name).within(ns))
                 })
             },
         )
@@ -287,23 +297,22 @@ pub(super) fn bucket_controller<P: Provisioner>(
 pub(super) fn retry_after_reconnect<P: Provisioner>(
     health: Arc<Health>,
     ctx: Arc<Context<P>>,
-    scopes: Vec<(
-        Store<ObjectBucketClaim>,
-        mpsc::UnboundedSender<ObjectRef<ObjectBucketClaim>>,
-    )>,
+    claims: Store<ObjectBucketClaim>,
+    retry: mpsc::UnboundedSender<ObjectRef<ObjectBucketClaim>>,
     stop: watch::Receiver<bool>,
 ) -> BoxFuture<'static, ()> {
     let work = async move {
         loop {
             health.watches.reconnected().await;
+            // The watches come back one after another: retry once they
+            // have (a later one wakes this again).
+            tokio::time::sleep(RECONNECT_SETTLE).await;
             ctx.backoff.reset_all();
             let mut retried = 0;
-            for (claims, retry) in &scopes {
-                for claim in claims.state() {
-                    if is_waiting(&claim) {
-                        retried += 1;
-                        let _ = retry.send(ObjectRef::from_obj(claim.as_ref()));
-                    }
+            for claim in claims.state() {
+                if is_waiting(&claim) {
+                    retried += 1;
+                    let _ = retry.send(ObjectRef::from_obj(claim.as_ref()));
                 }
             }
             info!(
@@ -321,6 +330,11 @@ pub(super) fn retry_after_reconnect<P: Provisioner>(
     .boxed()
 }
 
+/// How long after a watch comes back the waiting claims are retried: the
+/// other watches of an outage reconnect within it, and one retry covers
+/// them all.
+const RECONNECT_SETTLE: std::time::Duration = std::time::Duration::from_millis(300);
+
 fn is_waiting(claim: &ObjectBucketClaim) -> bool {
     let status = claim.status.as_ref();
     claim.metadata.deletion_timestamp.is_some()
@@ -333,15 +347,13 @@ fn is_waiting(claim: &ObjectBucketClaim) -> bool {
 pub(super) async fn signal_ready(
     classes: Store<StorageClass>,
     buckets: Store<ObjectBucket>,
-    claims: Vec<Store<ObjectBucketClaim>>,
+    claims: Store<ObjectBucketClaim>,
     synced: watch::Sender<bool>,
     health: Arc<Health>,
 ) {
     let _ = classes.wait_until_ready().await;
     let _ = buckets.wait_until_ready().await;
-    for store in &claims {
-        let _ = store.wait_until_ready().await;
-    }
+    let _ = claims.wait_until_ready().await;
     info!("caches are synced; reconciling");
     let _ = synced.send(true);
     health.ready.store(true, Ordering::Relaxed);
@@ -402,14 +414,16 @@ fn without_errors<K>(r: &Result<K, watcher::Error>) -> futures::future::Ready<bo
 /// its failures.
 fn tracked<K>(
     health: &Arc<Health>,
-    name: &'static str,
+    name: impl Into<String>,
 ) -> impl FnMut(&Result<K, watcher::Error>) + Send + 'static {
     let health = health.clone();
+    let name: String = name.into();
+    health.watches.register(&name);
     move |event| match event {
-        Ok(_) => health.watches.ok(name),
+        Ok(_) => health.watches.ok(&name),
         Err(e) => {
-            warn!(watch = name, error = %e, "watch failed; retrying with backoff");
-            health.watches.failed(name);
+            warn!(watch = %name, error = %e, "watch failed; retrying with backoff");
+            health.watches.failed(&name);
         }
     }
 }

@@ -157,9 +157,8 @@ async fn claim_state<P: Provisioner>(ob: &ObjectBucket, ctx: &Context<P>) -> Res
     let key = ObjectRef::<ObjectBucketClaim>::new(name).within(ns);
     if ctx
         .claims
-        .iter()
-        .filter_map(|s| s.get(&key))
-        .any(|c| plan::claim_ref_matches(ob, &c))
+        .get(&key)
+        .is_some_and(|c| plan::claim_ref_matches(ob, &c))
     {
         return Ok(ClaimState::Live);
     }

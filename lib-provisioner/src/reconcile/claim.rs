@@ -43,11 +43,6 @@ pub(crate) async fn reconcile<P: Provisioner>(
         return Ok(Action::requeue(STALE_RETRY));
     }
     ctx.ensure_leading()?;
-    // (The semaphore is never closed: acquiring cannot fail.)
-    let _permit = match &ctx.claim_permits {
-        Some(permits) => permits.clone().acquire_owned().await.ok(),
-        None => None,
-    };
     let _in_flight = claim
         .metadata
         .uid

@@ -29,18 +29,15 @@ use crate::leader::Leadership;
 use crate::metrics::Metrics;
 use crate::provisioner::{ProvisionError, Provisioner};
 
-/// Metadata caches of one kind of child, one store per watched namespace.
+/// The metadata cache of one kind of child, over every namespace served.
 pub(crate) struct ChildStores<K: Resource<DynamicType = ()> + Clone + 'static>(
-    pub Vec<Store<PartialObjectMeta<K>>>,
+    pub Store<PartialObjectMeta<K>>,
 );
 
 impl<K: Resource<DynamicType = ()> + Clone + 'static> ChildStores<K> {
     pub(crate) fn get(&self, ns: &str, name: &str) -> Option<ObjectMeta> {
         let key = ObjectRef::new(name).within(ns);
-        self.0
-            .iter()
-            .find_map(|s| s.get(&key))
-            .map(|m| m.metadata.clone())
+        self.0.get(&key).map(|m| m.metadata.clone())
     }
 }
 
@@ -52,7 +49,7 @@ pub(crate) struct Context<P> {
     pub label: String,
     pub classes: Store<StorageClass>,
     pub buckets: Store<ObjectBucket>,
-    pub claims: Vec<Store<ObjectBucketClaim>>,
+    pub claims: Store<ObjectBucketClaim>,
     pub secrets: ChildStores<k8s_openapi::api::core::v1::Secret>,
     pub config_maps: ChildStores<k8s_openapi::api::core::v1::ConfigMap>,
     pub recorder: Recorder,
@@ -79,9 +76,6 @@ pub(crate) struct Context<P> {
     pub api_errors: ApiErrors,
     /// The namespaces served; `None`: all.
     pub namespaces: Option<std::collections::BTreeSet<String>>,
-    /// With several namespaces (one claim controller each), the one
-    /// concurrency limit they share.
-    pub claim_permits: Option<Arc<tokio::sync::Semaphore>>,
 }
 
 impl<P> Context<P> {
@@ -347,8 +341,8 @@ impl<P: Provisioner> Context<P> {
             )
         };
         self.claims
-            .iter()
-            .flat_map(|s| s.state())
+            .state()
+            .into_iter()
             .filter(|other| {
                 other.metadata.uid != claim.metadata.uid
                     && plan::has_finalizer(&other.metadata)

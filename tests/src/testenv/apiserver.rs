@@ -49,9 +49,21 @@ impl TestEnv {
     /// (so all objects survive); waits until `/readyz` is 200. Existing clients keep
     /// working once it is back.
     pub async fn restart_apiserver(&self) -> Result<()> {
+        self.stop_apiserver().await;
+        self.start_stopped_apiserver().await
+    }
+
+    /// Kills kube-apiserver (etcd keeps running): an outage, until
+    /// [`TestEnv::start_stopped_apiserver`].
+    pub async fn stop_apiserver(&self) {
+        self.apiserver.lock().await.stop().await;
+        tracing::info!("kube-apiserver stopped");
+    }
+
+    /// Starts kube-apiserver again after [`TestEnv::stop_apiserver`], with the
+    /// same port, flags and etcd; waits until `/readyz` is 200.
+    pub async fn start_stopped_apiserver(&self) -> Result<()> {
         let mut apiserver = self.apiserver.lock().await;
-        apiserver.stop().await;
-        tracing::info!("kube-apiserver stopped; restarting");
         apiserver.spawn()?;
         let url = self.apiserver_url();
         let took = apiserver
