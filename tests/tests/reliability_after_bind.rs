@@ -13,9 +13,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::Duration;
 
-use anyhow::{Context, Result, bail, ensure};
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use kube::Client;
+use anyhow::{Context, Result, ensure};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use lib_provisioner::api::{
     APPLIED_CONFIG_ANNOTATION, ObjectBucket, ObjectBucketClaim, ObjectBucketClaimSpec,
@@ -23,22 +21,17 @@ use lib_provisioner::api::{
 };
 use lib_provisioner::failpoint::AFTER_BIND_POINTS;
 use lib_provisioner::{CONFIG_APPLIED_CONDITION, CREDENTIALS_ROTATED_CONDITION};
-use obc_tests::TestEnv;
 use obc_tests::reliability::{
-    Launch, Proc, Summary, assert_no_leaks, create_class, install_sample, log_root,
-    register_claim_secrets, register_secret, wait_all_bound, wait_all_gone,
+    SampleSuite, Summary, claim_bucket, claim_keys, log_root, register_claim_secrets,
+    register_secret, wait_all_bound, wait_all_gone,
 };
-use obc_tests::rustfs::RustFs;
-use obc_tests::setup::create_admin_secret;
 use obc_tests::testenv::s3_client_for;
-use sample_provisioner::admin::AdminClient;
 use sample_provisioner::credentials::{policy_name, rotated_user_name, user_name};
 use serde_json::json;
 
 const BIN: &str = env!("CARGO_BIN_EXE_crash-provisioner");
 const T: Duration = Duration::from_secs(45);
 const PROVISIONER: &str = "objectbucket.io/sample-s3-after-bind";
-const ADMIN_SECRET: &str = "rustfs-admin";
 const CLASS: &str = "ab-delete";
 
 fn logs() -> &'static Path {
@@ -61,98 +54,26 @@ fn change_for(point: &str) -> Change {
     }
 }
 
-struct Suite {
-    env: TestEnv,
-    admin: Client,
-    store: RustFs,
-    store_admin: AdminClient,
-    launch: Launch,
-}
-
-impl Suite {
-    async fn start() -> Result<Self> {
-        let env = TestEnv::start().await?;
-        let kubeconfig = install_sample(&env).await?;
-        let store = RustFs::start(env.dir()).await?;
-        let (key, secret) = store.root_credentials();
-        register_secret(&secret);
-        let admin = env.admin_client();
-        create_admin_secret(&admin, "obc-system", ADMIN_SECRET, &key, &secret).await?;
-        let endpoint = store.endpoint().trim_end_matches('/').to_owned();
-        let params = [
-            ("endpoint", endpoint.as_str()),
-            ("adminSecretName", ADMIN_SECRET),
-            ("adminSecretNamespace", "obc-system"),
-            ("forceDelete", "true"),
-        ];
-        create_class(&admin, CLASS, PROVISIONER, "Delete", params).await?;
-        let store_admin = AdminClient::new(
-            &endpoint,
-            "us-east-1",
-            lib_provisioner::Credentials::new(key, secret),
-        )?;
-        let mut launch = Launch::new(BIN, &kubeconfig, "after-bind");
-        launch.provisioner = PROVISIONER.to_owned();
-        launch.concurrency = Some(1);
-        Ok(Self {
-            env,
-            admin,
-            store,
-            store_admin,
-            launch,
-        })
-    }
-
-    /// The claim's users and policy on the store.
-    async fn identities(&self, uid: &str) -> Result<(BTreeSet<String>, bool)> {
-        let mine = [user_name(uid), rotated_user_name(uid)];
-        let users = self
-            .store_admin
-            .list_users()
-            .await?
-            .into_keys()
-            .filter(|u| mine.contains(u))
-            .collect();
-        let policy = self
-            .store_admin
-            .list_canned_policies()
-            .await?
-            .contains(&policy_name(uid));
-        Ok((users, policy))
-    }
-}
-
-/// Waits until `proc` exits (`true`) or `done` holds (`false`).
-async fn crashed_or<F, Fut>(proc: &mut Proc, mut done: F) -> Result<bool>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<bool>>,
-{
-    let deadline = tokio::time::Instant::now() + T;
-    loop {
-        if !proc.is_running() {
-            return Ok(true);
-        }
-        if done().await.unwrap_or(false) {
-            // A point right after the last write of the change: the write
-            // can be seen a moment before the process aborts.
-            for _ in 0..30 {
-                if !proc.is_running() {
-                    return Ok(true);
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            return Ok(false);
-        }
-        if tokio::time::Instant::now() > deadline {
-            bail!("neither crashed nor done in {T:?}:\n{}", proc.log_tail(30));
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+/// The claim's users and policy on the store.
+async fn identities(suite: &SampleSuite, uid: &str) -> Result<(BTreeSet<String>, bool)> {
+    let mine = [user_name(uid), rotated_user_name(uid)];
+    let users = suite
+        .store_admin
+        .list_users()
+        .await?
+        .into_keys()
+        .filter(|u| mine.contains(u))
+        .collect();
+    let policy = suite
+        .store_admin
+        .list_canned_policies()
+        .await?
+        .contains(&policy_name(uid));
+    Ok((users, policy))
 }
 
 /// Whether the change asked for in iteration `idx` is complete.
-async fn changed(suite: &Suite, ns: &str, change: Change, idx: usize) -> Result<bool> {
+async fn changed(suite: &SampleSuite, ns: &str, change: Change, idx: usize) -> Result<bool> {
     let claim = Api::<ObjectBucketClaim>::namespaced(suite.admin.clone(), ns)
         .get("c")
         .await?;
@@ -189,23 +110,11 @@ fn rotation(idx: usize) -> String {
     format!("rotation-{idx}")
 }
 
-async fn secret_key(client: &Client, ns: &str) -> Result<(String, String)> {
-    let secret = Api::<Secret>::namespaced(client.clone(), ns)
-        .get("c")
-        .await?;
-    let data = secret.data.context("secret data")?;
-    let value = |k: &str| String::from_utf8(data[k].0.clone()).context("utf8");
-    Ok((value("AWS_ACCESS_KEY_ID")?, value("AWS_SECRET_ACCESS_KEY")?))
-}
-
 /// The claim's Secret reaches its bucket.
-async fn credentials_work(suite: &Suite, ns: &str) -> Result<String> {
-    let (key, secret) = secret_key(&suite.admin, ns).await?;
+async fn credentials_work(suite: &SampleSuite, ns: &str) -> Result<String> {
+    let (key, secret) = claim_keys(&suite.admin, ns, "c").await?;
     register_secret(&secret);
-    let cm = Api::<ConfigMap>::namespaced(suite.admin.clone(), ns)
-        .get("c")
-        .await?;
-    let bucket = cm.data.context("configmap data")?["BUCKET_NAME"].clone();
+    let bucket = claim_bucket(&suite.admin, ns, "c").await?;
     // RustFS answers 503 while it cannot check a quota just set.
     let client = s3_client_for(&suite.store.endpoint(), &key, &secret);
     obc_tests::rustfs::put_object_when_quota_ready(
@@ -221,7 +130,7 @@ async fn credentials_work(suite: &Suite, ns: &str) -> Result<String> {
 
 /// One scenario: a Bound claim, `point` armed while `change` is made, a
 /// fresh process after the crash, the end state, the deletion.
-async fn iteration(suite: &Suite, point: &str, idx: usize) -> Result<()> {
+async fn iteration(suite: &SampleSuite, point: &str, idx: usize) -> Result<()> {
     let ns = format!("ab-{idx}");
     suite.env.ensure_namespace(&ns).await?;
     let api: Api<ObjectBucketClaim> = Api::namespaced(suite.admin.clone(), &ns);
@@ -238,7 +147,7 @@ async fn iteration(suite: &Suite, point: &str, idx: usize) -> Result<()> {
     wait_all_bound(&suite.admin, &ns, &names, T).await?;
     proc.kill().await;
     let uid = api.get("c").await?.metadata.uid.context("uid")?;
-    let (before, _) = secret_key(&suite.admin, &ns).await?;
+    let (before, _) = claim_keys(&suite.admin, &ns, "c").await?;
 
     let change = change_for(point);
     let mut proc = suite.launch.armed(point).start(logs())?;
@@ -248,7 +157,13 @@ async fn iteration(suite: &Suite, point: &str, idx: usize) -> Result<()> {
     };
     api.patch("c", &PatchParams::default(), &Patch::Merge(patch))
         .await?;
-    let crashed = crashed_or(&mut proc, || changed(suite, &ns, change, idx)).await?;
+    // A point right after the last write of the change: the write can be
+    // seen a moment before the process aborts.
+    let crashed = proc
+        .crashed_or(T, Duration::from_secs(3), || {
+            changed(suite, &ns, change, idx)
+        })
+        .await?;
     ensure!(crashed && proc.crashed_at(point), "did not die at {point}");
 
     let mut proc = suite.launch.unarmed().start(logs())?;
@@ -257,7 +172,7 @@ async fn iteration(suite: &Suite, point: &str, idx: usize) -> Result<()> {
     })
     .await?;
     let key = credentials_work(suite, &ns).await?;
-    let (users, policy) = suite.identities(&uid).await?;
+    let (users, policy) = identities(suite, &uid).await?;
     ensure!(
         users == BTreeSet::from([key.clone()]) && policy,
         "{point}: the claim's users are {users:?} (policy: {policy}); its Secret holds {key}"
@@ -291,7 +206,7 @@ async fn iteration(suite: &Suite, point: &str, idx: usize) -> Result<()> {
     let ob_name = ob.metadata.name.clone().context("OB name")?;
     api.delete("c", &DeleteParams::default()).await?;
     wait_all_gone(&suite.admin, &ns, &names, T).await?;
-    let (users, policy) = suite.identities(&uid).await?;
+    let (users, policy) = identities(suite, &uid).await?;
     ensure!(
         users.is_empty() && !policy,
         "{point}, after deletion: {users:?} {policy}"
@@ -320,7 +235,9 @@ async fn iteration(suite: &Suite, point: &str, idx: usize) -> Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn updates_and_rotations_survive_a_crash_at_every_point() {
-    let suite = Suite::start().await.expect("suite starts");
+    let suite = SampleSuite::start(BIN, PROVISIONER, "after-bind", &[(CLASS, "Delete")])
+        .await
+        .expect("suite starts");
     let mut summary = Summary::new("after-bind crash points (update, rotation)");
     // The Secret's switch is a provisioning point too; here it is armed
     // only once the claim is bound, so it fires in the rotation.
@@ -339,14 +256,5 @@ async fn updates_and_rotations_survive_a_crash_at_every_point() {
         summary.counts.crashes += 1;
     }
     summary.note("crash points", points.len());
-    let scan = assert_no_leaks(logs());
-    summary.note(
-        "logs scanned for credentials",
-        scan.as_ref().map_or("LEAK".to_owned(), ToString::to_string),
-    );
-    summary.failed = result.is_err() || scan.is_err();
-    summary.print(logs());
-    suite.store.stop().await;
-    result.unwrap();
-    scan.unwrap();
+    suite.finish(summary, logs(), result).await.unwrap();
 }

@@ -13,126 +13,53 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::Duration;
 
-use anyhow::{Context, Result, bail, ensure};
+use anyhow::{Context, Result, ensure};
 use aws_sdk_s3::primitives::ByteStream;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::Client;
 use kube::api::{Api, DeleteParams, PostParams};
 use lib_provisioner::api::{ClaimPhase, ObjectBucketClaim, ObjectBucketClaimSpec};
-use obc_tests::TestEnv;
 use obc_tests::reliability::{
-    Launch, Proc, Summary, assert_no_leaks, create_class, install_sample, log_root,
-    register_claim_secrets, register_secret, wait_all_bound, wait_all_gone,
+    SampleSuite, Summary, claim_bucket, claim_keys, log_root, register_claim_secrets,
+    wait_all_bound, wait_all_gone,
 };
-use obc_tests::rustfs::RustFs;
-use obc_tests::setup::create_admin_secret;
 use obc_tests::testenv::s3_client_for;
-use sample_provisioner::admin::AdminClient;
 use sample_provisioner::credentials::{POINTS, policy_name, user_name};
 
 const BIN: &str = env!("CARGO_BIN_EXE_crash-provisioner");
 const T: Duration = Duration::from_secs(45);
 const PROVISIONER: &str = "objectbucket.io/sample-s3-per-claim";
-const ADMIN_SECRET: &str = "rustfs-admin";
 
 fn logs() -> &'static Path {
     log_root(Path::new(env!("CARGO_TARGET_TMPDIR")))
 }
 
-struct Suite {
-    env: TestEnv,
-    admin: Client,
-    store: RustFs,
-    store_admin: AdminClient,
-    launch: Launch,
+/// The provisioner's users and policies on the store.
+async fn store_identities(suite: &SampleSuite) -> Result<(BTreeSet<String>, BTreeSet<String>)> {
+    let users = suite.store_admin.list_users().await?;
+    let policies = suite.store_admin.list_canned_policies().await?;
+    Ok((
+        users.into_keys().filter(|u| u.starts_with("obc")).collect(),
+        policies
+            .into_iter()
+            .filter(|p| p.starts_with("obc-claim-"))
+            .collect(),
+    ))
 }
 
-impl Suite {
-    async fn start() -> Result<Self> {
-        let env = TestEnv::start().await?;
-        let kubeconfig = install_sample(&env).await?;
-        let store = RustFs::start(env.dir()).await?;
-        let (key, secret) = store.root_credentials();
-        register_secret(&secret);
-        let admin = env.admin_client();
-        create_admin_secret(&admin, "obc-system", ADMIN_SECRET, &key, &secret).await?;
-        let endpoint = store.endpoint().trim_end_matches('/').to_owned();
-        for (class, reclaim) in [("pc-delete", "Delete"), ("pc-retain", "Retain")] {
-            let params = [
-                ("endpoint", endpoint.as_str()),
-                ("adminSecretName", ADMIN_SECRET),
-                ("adminSecretNamespace", "obc-system"),
-                ("forceDelete", "true"),
-            ];
-            create_class(&admin, class, PROVISIONER, reclaim, params).await?;
-        }
-        let store_admin = AdminClient::new(
-            &endpoint,
-            "us-east-1",
-            lib_provisioner::Credentials::new(key, secret),
-        )?;
-        let mut launch = Launch::new(BIN, &kubeconfig, "per-claim");
-        launch.provisioner = PROVISIONER.to_owned();
-        // One claim at a time: the process dies exactly at the point.
-        launch.concurrency = Some(1);
-        Ok(Self {
-            env,
-            admin,
-            store,
-            store_admin,
-            launch,
-        })
-    }
-
-    /// The provisioner's users and policies on the store.
-    async fn store_identities(&self) -> Result<(BTreeSet<String>, BTreeSet<String>)> {
-        let users = self.store_admin.list_users().await?;
-        let policies = self.store_admin.list_canned_policies().await?;
-        Ok((
-            users.into_keys().filter(|u| u.starts_with("obc")).collect(),
-            policies
-                .into_iter()
-                .filter(|p| p.starts_with("obc-claim-"))
-                .collect(),
-        ))
-    }
-
-    /// Exactly the users and policies of `uids`.
-    async fn expect_identities(&self, uids: &[String], when: &str) -> Result<()> {
-        let (users, policies) = self.store_identities().await?;
-        let want_users: BTreeSet<String> = uids.iter().map(|u| user_name(u)).collect();
-        let want_policies: BTreeSet<String> = uids.iter().map(|u| policy_name(u)).collect();
-        ensure!(
-            users == want_users,
-            "{when}: users {users:?}, expected {want_users:?}"
-        );
-        ensure!(
-            policies == want_policies,
-            "{when}: policies {policies:?}, expected {want_policies:?}"
-        );
-        Ok(())
-    }
-}
-
-/// Waits until `proc` exits (`true`) or `done` holds (`false`).
-async fn crashed_or<F, Fut>(proc: &mut Proc, mut done: F) -> Result<bool>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<bool>>,
-{
-    let deadline = tokio::time::Instant::now() + T;
-    loop {
-        if !proc.is_running() {
-            return Ok(true);
-        }
-        if done().await.unwrap_or(false) {
-            return Ok(false);
-        }
-        if tokio::time::Instant::now() > deadline {
-            bail!("neither crashed nor done in {T:?}:\n{}", proc.log_tail(30));
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+/// Exactly the users and policies of `uids`.
+async fn expect_identities(suite: &SampleSuite, uids: &[String], when: &str) -> Result<()> {
+    let (users, policies) = store_identities(suite).await?;
+    let want_users: BTreeSet<String> = uids.iter().map(|u| user_name(u)).collect();
+    let want_policies: BTreeSet<String> = uids.iter().map(|u| policy_name(u)).collect();
+    ensure!(
+        users == want_users,
+        "{when}: users {users:?}, expected {want_users:?}"
+    );
+    ensure!(
+        policies == want_policies,
+        "{when}: policies {policies:?}, expected {want_policies:?}"
+    );
+    Ok(())
 }
 
 async fn bound(client: &Client, ns: &str, names: &[String]) -> Result<bool> {
@@ -147,17 +74,9 @@ async fn bound(client: &Client, ns: &str, names: &[String]) -> Result<bool> {
 }
 
 /// The claim's Secret reaches its bucket.
-async fn credentials_work(suite: &Suite, ns: &str, name: &str) -> Result<()> {
-    let secret = Api::<Secret>::namespaced(suite.admin.clone(), ns)
-        .get(name)
-        .await?;
-    let data = secret.data.context("secret data")?;
-    let value = |k: &str| String::from_utf8(data[k].0.clone()).context("utf8");
-    let (key, secret) = (value("AWS_ACCESS_KEY_ID")?, value("AWS_SECRET_ACCESS_KEY")?);
-    let cm = Api::<ConfigMap>::namespaced(suite.admin.clone(), ns)
-        .get(name)
-        .await?;
-    let bucket = cm.data.context("configmap data")?["BUCKET_NAME"].clone();
+async fn credentials_work(suite: &SampleSuite, ns: &str, name: &str) -> Result<()> {
+    let (key, secret) = claim_keys(&suite.admin, ns, name).await?;
+    let bucket = claim_bucket(&suite.admin, ns, name).await?;
     let client = s3_client_for(&suite.store.endpoint(), &key, &secret);
     client
         .put_object()
@@ -181,7 +100,12 @@ async fn delete_all(client: &Client, ns: &str, names: &[String]) -> Result<()> {
 /// One iteration: `point` armed while two claims (Delete, Retain)
 /// provision; after the crash, either a fresh process binds them and they
 /// are deleted, or they are deleted while the process is down.
-async fn iteration(suite: &Suite, point: &str, idx: usize, delete_while_down: bool) -> Result<()> {
+async fn iteration(
+    suite: &SampleSuite,
+    point: &str,
+    idx: usize,
+    delete_while_down: bool,
+) -> Result<()> {
     let ns = format!("pc-{idx}");
     suite.env.ensure_namespace(&ns).await?;
     let mut proc = suite.launch.armed(point).start(logs())?;
@@ -196,7 +120,9 @@ async fn iteration(suite: &Suite, point: &str, idx: usize, delete_while_down: bo
         api.create(&PostParams::default(), &ObjectBucketClaim::new(name, spec))
             .await?;
     }
-    let crashed = crashed_or(&mut proc, || bound(&suite.admin, &ns, &names)).await?;
+    let crashed = proc
+        .crashed_or(T, Duration::ZERO, || bound(&suite.admin, &ns, &names))
+        .await?;
     ensure!(crashed && proc.crashed_at(point), "did not die at {point}");
     let mut uids = Vec::new();
     for n in &names {
@@ -206,9 +132,7 @@ async fn iteration(suite: &Suite, point: &str, idx: usize, delete_while_down: bo
         delete_all(&suite.admin, &ns, &names).await?;
         let _proc = suite.launch.unarmed().start(logs())?;
         wait_all_gone(&suite.admin, &ns, &names, T).await?;
-        suite
-            .expect_identities(&[], &format!("{point}, deleted while down"))
-            .await?;
+        expect_identities(suite, &[], &format!("{point}, deleted while down")).await?;
         return Ok(());
     }
     let _proc = suite.launch.unarmed().start(logs())?;
@@ -216,20 +140,19 @@ async fn iteration(suite: &Suite, point: &str, idx: usize, delete_while_down: bo
     for n in &names {
         credentials_work(suite, &ns, n).await?;
     }
-    suite
-        .expect_identities(&uids, &format!("{point}, after the restart"))
-        .await?;
+    expect_identities(suite, &uids, &format!("{point}, after the restart")).await?;
     register_claim_secrets(&suite.admin, &[ns.as_str()]).await?;
     delete_all(&suite.admin, &ns, &names).await?;
     wait_all_gone(&suite.admin, &ns, &names, T).await?;
-    suite
-        .expect_identities(&[], &format!("{point}, after deletion"))
-        .await
+    expect_identities(suite, &[], &format!("{point}, after deletion")).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn per_claim_credentials_survive_a_crash_between_any_two_admin_calls() {
-    let suite = Suite::start().await.expect("suite starts");
+    let classes = [("pc-delete", "Delete"), ("pc-retain", "Retain")];
+    let suite = SampleSuite::start(BIN, PROVISIONER, "per-claim", &classes)
+        .await
+        .expect("suite starts");
     let mut summary = Summary::new("per-claim credentials crash points");
     let mut result = Ok(());
     let mut idx = 0;
@@ -250,14 +173,5 @@ async fn per_claim_credentials_survive_a_crash_between_any_two_admin_calls() {
         "variants per point",
         "restart then delete; delete while down",
     );
-    let scan = assert_no_leaks(logs());
-    summary.note(
-        "logs scanned for credentials",
-        scan.as_ref().map_or("LEAK".to_owned(), ToString::to_string),
-    );
-    summary.failed = result.is_err() || scan.is_err();
-    summary.print(logs());
-    suite.store.stop().await;
-    result.unwrap();
-    scan.unwrap();
+    suite.finish(summary, logs(), result).await.unwrap();
 }

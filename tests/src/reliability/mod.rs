@@ -9,6 +9,7 @@ mod logs;
 mod process;
 mod sample;
 mod store;
+mod suite;
 mod summary;
 mod wait;
 
@@ -20,6 +21,7 @@ pub use logs::{
 pub use process::{Launch, Proc, count_operations};
 pub use sample::{Classes, Kind, create_classes, install_sample, sample_params};
 pub use store::{Intent, store_buckets, store_intents};
+pub use suite::{RUSTFS_ADMIN_SECRET, SampleSuite, claim_bucket, claim_keys};
 pub use summary::{Counts, REPORT_ENV, Record, Summary, suite_table};
 pub use wait::{converge, wait_all_bound, wait_all_gone};
 

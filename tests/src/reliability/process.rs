@@ -221,6 +221,45 @@ impl Proc {
         let aborted = self.exit_status().and_then(|s| s.signal()) == Some(6);
         aborted && self.log().contains(&format!("failpoint {point}: aborting"))
     }
+
+    /// Waits up to `timeout` until it exits (`true`) or `done` holds
+    /// (`false`). Once `done` holds, it still has `grace` (polled every
+    /// 100 ms) to exit: at a crash point right after the last write of a
+    /// change, the write can be seen a moment before the process aborts.
+    pub async fn crashed_or<F, Fut>(
+        &mut self,
+        timeout: Duration,
+        grace: Duration,
+        mut done: F,
+    ) -> Result<bool>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<bool>>,
+    {
+        let poll = Duration::from_millis(100);
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            if !self.is_running() {
+                return Ok(true);
+            }
+            if done().await.unwrap_or(false) {
+                for _ in 0..grace.as_millis() / poll.as_millis() {
+                    if !self.is_running() {
+                        return Ok(true);
+                    }
+                    tokio::time::sleep(poll).await;
+                }
+                return Ok(false);
+            }
+            if tokio::time::Instant::now() > deadline {
+                bail!(
+                    "neither crashed nor done in {timeout:?}:\n{}",
+                    self.log_tail(30)
+                );
+            }
+            tokio::time::sleep(poll).await;
+        }
+    }
 }
 
 impl Drop for Proc {
