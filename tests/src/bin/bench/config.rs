@@ -1,0 +1,148 @@
+//! The command line: flags, their environment variables and defaults
+//! ([`parse_config`]), and the bench-controller binary to run.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, bail};
+
+pub const USAGE: &str = "\
+cargo run --release -p obc-tests --bin bench -- [--quick] [options]
+
+  --quick              sanity run: 1,000 claims at restart, 100 one by one, bursts of 300
+  --claims N           bound claims at the restart and memory figures (10,000)  [OBC_BENCH_CLAIMS]
+  --latency-claims N   claims created one by one for bind latency (200)        [OBC_BENCH_LATENCY_CLAIMS]
+  --burst N            claims created at once per concurrency (1,000)           [OBC_BENCH_BURST]
+  --concurrency LIST   controller concurrencies to try (4,16,64)                [OBC_BENCH_CONCURRENCY]
+  --raw N              ConfigMaps per raw create-rate baseline (2,000)          [OBC_BENCH_RAW]
+  --controller PATH    the bench-controller binary (default: built next to this one)
+                                                                                [OBC_BENCH_CONTROLLER]
+  --controller-manager run kube-controller-manager too (garbage collector...): the
+                       writes counted are then the cluster's, not only the library's
+                                                                                [OBC_BENCH_CONTROLLER_MANAGER=1]
+See docs/performance.md.";
+
+pub struct Config {
+    pub quick: bool,
+    pub controller_manager: bool,
+    pub claims: usize,
+    pub latency_claims: usize,
+    pub burst: usize,
+    pub concurrency: Vec<u16>,
+    pub raw: usize,
+    pub controller: Option<PathBuf>,
+}
+
+pub fn parse_config() -> Result<Config> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let flag = |name: &str, var: &str| -> Result<Option<String>> {
+        if let Some(i) = args.iter().position(|a| a == name) {
+            return args
+                .get(i + 1)
+                .cloned()
+                .map(Some)
+                .with_context(|| format!("{name} needs a value"));
+        }
+        Ok(std::env::var(var).ok().filter(|v| !v.is_empty()))
+    };
+    let number = |name: &str, var: &str, full: usize, quick_value: usize| -> Result<usize> {
+        match flag(name, var)? {
+            Some(v) => v
+                .replace(['_', ','], "")
+                .parse()
+                .with_context(|| format!("{name}: {v:?} is not a number")),
+            None => Ok(if quick { quick_value } else { full }),
+        }
+    };
+    for (i, a) in args.iter().enumerate() {
+        let known_flag = [
+            "--claims",
+            "--latency-claims",
+            "--burst",
+            "--concurrency",
+            "--raw",
+            "--controller",
+        ];
+        let is_value = i > 0 && known_flag.contains(&args[i - 1].as_str());
+        let switch = a == "--quick" || a == "--controller-manager";
+        if !is_value && !switch && !known_flag.contains(&a.as_str()) {
+            if a == "-h" || a == "--help" {
+                println!("{USAGE}");
+                std::process::exit(0);
+            }
+            bail!("unknown argument {a:?} (see --help)");
+        }
+    }
+    let concurrency = match flag("--concurrency", "OBC_BENCH_CONCURRENCY")? {
+        Some(list) => list
+            .split(',')
+            .map(|c| {
+                c.trim()
+                    .parse::<u16>()
+                    .with_context(|| format!("--concurrency: {c:?} is not a number"))
+            })
+            .collect::<Result<Vec<_>>>()?,
+        None => vec![4, 16, 64],
+    };
+    if concurrency.is_empty() || concurrency.contains(&0) {
+        bail!("--concurrency: give one or more numbers above 0");
+    }
+    let controller_manager = args.iter().any(|a| a == "--controller-manager")
+        || std::env::var("OBC_BENCH_CONTROLLER_MANAGER").is_ok_and(|v| v == "1");
+    let config = Config {
+        quick,
+        controller_manager,
+        claims: number("--claims", "OBC_BENCH_CLAIMS", 10_000, 1_000)?,
+        latency_claims: number("--latency-claims", "OBC_BENCH_LATENCY_CLAIMS", 200, 100)?,
+        burst: number("--burst", "OBC_BENCH_BURST", 1_000, 300)?,
+        concurrency,
+        raw: number("--raw", "OBC_BENCH_RAW", 2_000, 500)?,
+        controller: flag("--controller", "OBC_BENCH_CONTROLLER")?.map(PathBuf::from),
+    };
+    if config.latency_claims == 0 || config.burst == 0 || config.raw == 0 {
+        bail!("--latency-claims, --burst and --raw must be above 0");
+    }
+    Ok(config)
+}
+
+/// The bench-controller binary: the one given, else built by cargo (when run
+/// through cargo) next to this binary, with the same profile.
+pub fn controller_binary(config: &Config) -> Result<PathBuf> {
+    if let Some(p) = &config.controller {
+        if !p.is_file() {
+            bail!("bench-controller not found at {}", p.display());
+        }
+        return Ok(p.clone());
+    }
+    let exe = std::env::current_exe().context("locating this binary")?;
+    let sibling = exe
+        .parent()
+        .context("this binary has no directory")?
+        .join("bench-controller");
+    if let Ok(cargo) = std::env::var("CARGO") {
+        let mut cmd = std::process::Command::new(cargo);
+        cmd.args([
+            "build",
+            "-q",
+            "-p",
+            "obc-tests",
+            "--bin",
+            "bench-controller",
+        ]);
+        if !cfg!(debug_assertions) {
+            cmd.arg("--release");
+        }
+        println!("building bench-controller: {cmd:?}");
+        let status = cmd.status().context("running cargo build")?;
+        if !status.success() {
+            bail!("cargo build of bench-controller failed ({status})");
+        }
+    }
+    if !sibling.is_file() {
+        bail!(
+            "{} is missing: run `cargo build --release -p obc-tests --bins`, or pass --controller PATH",
+            sibling.display()
+        );
+    }
+    Ok(sibling)
+}
