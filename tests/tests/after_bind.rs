@@ -893,9 +893,17 @@ async fn a_missing_rbac_verb_is_shown_on_the_claim_then_cleared() {
         ],
     )
     .await;
-    let c = wait_phase(&f.admin, NS, "rbac", ClaimPhase::Bound, T)
-        .await
-        .expect("bound once granted");
+    // Nothing watches RBAC: the next retry comes with the claim's backoff
+    // (0.5 s doubling: 16-32 s once the error is shown, more on a slow machine).
+    let c = wait_phase(
+        &f.admin,
+        NS,
+        "rbac",
+        ClaimPhase::Bound,
+        Duration::from_secs(150),
+    )
+    .await
+    .expect("bound once granted");
     let m = obc_tests::recording::message(&c);
     assert!(m.contains("is bound"), "{m}");
     f.stop().await;
