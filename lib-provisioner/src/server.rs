@@ -3,7 +3,7 @@
 //! [`WATCHES_DEAD_LIMIT`]) and `/readyz` (caches synced, or standing by).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -98,34 +98,34 @@ impl Health {
 /// when one that failed works again (waiting claims are then retried).
 #[derive(Debug, Default)]
 pub(crate) struct WatchHealth {
-    known: Mutex<std::collections::HashSet<String>>,
-    failing: Mutex<HashMap<String, Instant>>,
-    reconnects: AtomicU64,
+    watches: Mutex<Watches>,
     reconnected: tokio::sync::Notify,
+}
+
+#[derive(Debug, Default)]
+struct Watches {
+    known: std::collections::HashSet<String>,
+    failing: HashMap<String, Instant>,
 }
 
 impl WatchHealth {
     /// Watch `name` exists (and counts for [`WatchHealth::dead_for`]).
     pub(crate) fn register(&self, name: &str) {
-        self.known
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(name.to_owned());
+        self.lock().known.insert(name.to_owned());
     }
 
     /// Watch `name` answered with an error.
     pub(crate) fn failed(&self, name: &str) {
-        let mut failing = self.lock();
-        if !failing.contains_key(name) {
-            failing.insert(name.to_owned(), Instant::now());
+        let mut watches = self.lock();
+        if !watches.failing.contains_key(name) {
+            watches.failing.insert(name.to_owned(), Instant::now());
         }
     }
 
     /// Watch `name` delivered an event.
     pub(crate) fn ok(&self, name: &str) {
-        let recovered = self.lock().remove(name).is_some();
+        let recovered = self.lock().failing.remove(name).is_some();
         if recovered {
-            self.reconnects.fetch_add(1, Ordering::Relaxed);
             self.reconnected.notify_waiters();
         }
     }
@@ -136,12 +136,11 @@ impl WatchHealth {
     /// dead process: a restart would not mend it, and would interrupt the
     /// others.
     pub(crate) fn dead_for(&self) -> Option<Duration> {
-        let known = self.known.lock().unwrap_or_else(|p| p.into_inner()).len();
-        let failing = self.lock();
-        if known == 0 || failing.len() < known {
+        let watches = self.lock();
+        if watches.known.is_empty() || watches.failing.len() < watches.known.len() {
             return None;
         }
-        failing.values().max().map(Instant::elapsed)
+        watches.failing.values().max().map(Instant::elapsed)
     }
 
     /// Resolves when a watch works again after a failure.
@@ -149,7 +148,7 @@ impl WatchHealth {
         self.reconnected.notified().await;
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Instant>> {
-        self.failing.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> std::sync::MutexGuard<'_, Watches> {
+        self.watches.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
