@@ -188,22 +188,28 @@ fn values_the_chart_cannot_serve_are_refused_with_the_value_named() {
     }
 }
 
+/// The files in `dir` (`what`), by name, with their contents.
+fn files_in(dir: &std::path::Path, what: &str) -> BTreeMap<String, String> {
+    std::fs::read_dir(dir)
+        .expect(what)
+        .map(|entry| {
+            let path = entry.expect("entry").path();
+            let name = path.file_name().expect("name").to_string_lossy();
+            (
+                name.into_owned(),
+                std::fs::read_to_string(&path).expect("crd"),
+            )
+        })
+        .collect()
+}
+
 /// The CRDs as the chart has them (`helm show crds`, and inside the
 /// package `helm package` makes) are `crds/`, byte for byte.
 #[test]
 fn the_charts_crds_are_the_generated_ones() {
     let helm = Helm::new();
     let crds_dir = repo().join("crds");
-    let mut generated = BTreeMap::new();
-    for entry in std::fs::read_dir(&crds_dir).expect("crds/") {
-        let path = entry.expect("entry").path();
-        let name = path
-            .file_name()
-            .expect("name")
-            .to_string_lossy()
-            .into_owned();
-        generated.insert(name, std::fs::read_to_string(&path).expect("crd"));
-    }
+    let generated = files_in(&crds_dir, "crds/");
     assert_eq!(generated.len(), 2, "{generated:?}");
     // What `cargo run -p obc-tests --bin crdgen` writes is what is on disk.
     for (name, yaml) in lib_provisioner::api::crd_files() {
@@ -232,16 +238,7 @@ fn the_charts_crds_are_the_generated_ones() {
         .expect("tar");
     assert!(status.success(), "tar -xzf {}", tgz.display());
     let packaged_dir = out.path().join("sample-provisioner/crds");
-    let mut packaged = BTreeMap::new();
-    for entry in std::fs::read_dir(&packaged_dir).expect("the package's crds/") {
-        let path = entry.expect("entry").path();
-        let name = path
-            .file_name()
-            .expect("name")
-            .to_string_lossy()
-            .into_owned();
-        packaged.insert(name, std::fs::read_to_string(&path).expect("crd"));
-    }
+    let packaged = files_in(&packaged_dir, "the package's crds/");
     assert!(
         packaged == generated,
         "the packaged chart's crds/ differ from crds/: {:?} vs {:?}",

@@ -38,41 +38,71 @@ pub async fn wait_all_bound(
     names: &[String],
     timeout: Duration,
 ) -> Result<()> {
+    wait_claims(client, ns, names, timeout, "Bound", |claims, wanted| {
+        let pending = claims
+            .iter()
+            .filter(|c| c.status.as_ref().and_then(|s| s.phase) != Some(ClaimPhase::Bound))
+            .map(|c| {
+                let phase = c.status.as_ref().and_then(|s| s.phase);
+                format!("{} ({phase:?}: {})", c.name_any(), message(c))
+            });
+        let missing = wanted
+            .iter()
+            .filter(|n| claims.iter().all(|c| c.name_any() != n.as_str()))
+            .map(|n| format!("{n} (absent)"));
+        pending.chain(missing).collect()
+    })
+    .await
+}
+
+/// Waits until none of `names` exists in `ns`.
+pub async fn wait_all_gone(
+    client: &Client,
+    ns: &str,
+    names: &[String],
+    timeout: Duration,
+) -> Result<()> {
+    wait_claims(client, ns, names, timeout, "gone", |claims, _| {
+        claims
+            .iter()
+            .map(|c| format!("{} ({})", c.name_any(), message(c)))
+            .collect()
+    })
+    .await
+}
+
+/// Lists the claims of `ns` every 200 ms until `not_yet` (given the claims
+/// named in `names` that exist, and those names) finds none that is not
+/// yet `what`; fails with what it found once `timeout` passes, or with the
+/// list's error if listing still fails then.
+async fn wait_claims(
+    client: &Client,
+    ns: &str,
+    names: &[String],
+    timeout: Duration,
+    what: &str,
+    not_yet: impl Fn(&[ObjectBucketClaim], &BTreeSet<&String>) -> Vec<String>,
+) -> Result<()> {
     let api: Api<ObjectBucketClaim> = Api::namespaced(client.clone(), ns);
     let wanted: BTreeSet<&String> = names.iter().collect();
     let deadline = Instant::now() + timeout;
     loop {
         let list = api.list(&ListParams::default()).await;
         if let Ok(list) = &list {
-            let pending: Vec<String> = list
+            let named: Vec<ObjectBucketClaim> = list
                 .items
                 .iter()
                 .filter(|c| wanted.contains(&c.name_any()))
-                .filter(|c| c.status.as_ref().and_then(|s| s.phase) != Some(ClaimPhase::Bound))
-                .map(|c| {
-                    format!(
-                        "{} ({:?}: {})",
-                        c.name_any(),
-                        c.status.as_ref().and_then(|s| s.phase),
-                        c.status
-                            .as_ref()
-                            .and_then(|s| s.message.clone())
-                            .unwrap_or_default()
-                    )
-                })
+                .cloned()
                 .collect();
-            let present = list
-                .items
-                .iter()
-                .filter(|c| wanted.contains(&c.name_any()))
-                .count();
-            if pending.is_empty() && present == wanted.len() {
+            let left = not_yet(&named, &wanted);
+            if left.is_empty() {
                 return Ok(());
             }
             if Instant::now() >= deadline {
                 bail!(
-                    "{} of {} claims in {ns} not Bound after {timeout:?}: {pending:?}",
-                    pending.len() + wanted.len() - present,
+                    "{} of {} claims in {ns} not {what} after {timeout:?}: {left:?}",
+                    left.len(),
                     wanted.len()
                 );
             }
@@ -83,40 +113,10 @@ pub async fn wait_all_bound(
     }
 }
 
-/// Waits until none of `names` exists in `ns`.
-pub async fn wait_all_gone(
-    client: &Client,
-    ns: &str,
-    names: &[String],
-    timeout: Duration,
-) -> Result<()> {
-    let api: Api<ObjectBucketClaim> = Api::namespaced(client.clone(), ns);
-    let wanted: BTreeSet<&String> = names.iter().collect();
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Ok(list) = api.list(&ListParams::default()).await {
-            let left: Vec<String> = list
-                .items
-                .iter()
-                .filter(|c| wanted.contains(&c.name_any()))
-                .map(|c| {
-                    format!(
-                        "{} ({})",
-                        c.name_any(),
-                        c.status
-                            .as_ref()
-                            .and_then(|s| s.message.clone())
-                            .unwrap_or_default()
-                    )
-                })
-                .collect();
-            if left.is_empty() {
-                return Ok(());
-            }
-            if Instant::now() >= deadline {
-                bail!("claims in {ns} not gone after {timeout:?}: {left:?}");
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+fn message(claim: &ObjectBucketClaim) -> String {
+    claim
+        .status
+        .as_ref()
+        .and_then(|s| s.message.clone())
+        .unwrap_or_default()
 }
