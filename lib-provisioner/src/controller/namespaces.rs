@@ -137,14 +137,20 @@ impl<K: Resource<DynamicType = ()> + Clone + 'static> Merge<K> {
         if !self.listed.iter().all(|l| *l) {
             return Vec::new();
         }
-        let all: Vec<K> = self
+        let events: Vec<Event<K>> = self
             .staged
             .take()
             .unwrap_or_default()
             .into_values()
+            .map(Event::InitApply)
             .collect();
-        self.replace_store(all.iter().cloned());
-        all.into_iter().map(Event::InitApply).collect()
+        self.writer.apply_watcher_event(&Event::Init);
+        for event in &events {
+            self.writer.apply_watcher_event(event);
+        }
+        // Ready from here: the controller starts.
+        self.writer.apply_watcher_event(&Event::InitDone);
+        events
     }
 
     /// Watch `i` has listed `list`: it replaces namespace `i`'s objects.
@@ -158,31 +164,25 @@ impl<K: Resource<DynamicType = ()> + Clone + 'static> Merge<K> {
         }
         let listed: std::collections::HashSet<ObjectRef<K>> =
             list.iter().map(ObjectRef::from_obj).collect();
-        let current = self.writer.as_reader().state();
-        let removed: Vec<K> = current
+        // The other namespaces' objects stay as they are: only this
+        // namespace's change, one event each.
+        let removed: Vec<K> = self
+            .writer
+            .as_reader()
+            .state()
             .iter()
             .filter(|o| in_ns(o) && !listed.contains(&ObjectRef::from_obj(o.as_ref())))
             .map(|o| o.as_ref().clone())
             .collect();
-        let others: Vec<K> = current
-            .iter()
-            .filter(|o| !in_ns(o))
-            .map(|o| o.as_ref().clone())
-            .collect();
-        self.replace_store(others.into_iter().chain(list.iter().cloned()));
-        list.into_iter()
-            .map(Event::InitApply)
+        let events: Vec<Event<K>> = list
+            .into_iter()
+            .map(Event::Apply)
             .chain(removed.into_iter().map(Event::Delete))
-            .collect()
-    }
-
-    /// Replaces the whole store with `objects` (and marks it ready).
-    fn replace_store(&mut self, objects: impl Iterator<Item = K>) {
-        self.writer.apply_watcher_event(&Event::Init);
-        for o in objects {
-            self.writer.apply_watcher_event(&Event::InitApply(o));
+            .collect();
+        for event in &events {
+            self.writer.apply_watcher_event(event);
         }
-        self.writer.apply_watcher_event(&Event::InitDone);
+        events
     }
 }
 
