@@ -31,21 +31,39 @@ pub struct Counts {
     pub lost: usize,
     /// Buckets, ObjectBuckets, Secrets or ConfigMaps orphaned.
     pub orphaned: usize,
+    /// Tenant attacks tried (the `tenant_attacks` theme; see
+    /// `docs/security.md`).
+    #[serde(default)]
+    pub attacks: usize,
+    /// Buckets a tenant's claim reached that were not the claim's: keys
+    /// that worked on them, or a claim tagged or bound to them.
+    #[serde(default)]
+    pub foreign_buckets: usize,
+    /// Keys revoked (or asked to be revoked) that were not the claim's.
+    #[serde(default)]
+    pub foreign_revocations: usize,
+    /// Objects lost from a bucket that was not the attacker's.
+    #[serde(default)]
+    pub data_lost: usize,
 }
 
 impl Counts {
     /// The names of [`Counts::cells`], in a test's own table.
-    const NAMES: [&'static str; 6] = [
+    const NAMES: [&'static str; 10] = [
         "scenarios run",
         "crashes injected",
         "faults survived",
         "bad inputs tried",
         "buckets lost",
         "orphans (bucket/OB/Secret/ConfigMap)",
+        "tenant attacks tried",
+        "buckets reached that were not the claim's",
+        "keys revoked that were not the claim's",
+        "objects lost",
     ];
 
     /// The figures as table cells, in the order of [`Counts::NAMES`].
-    fn cells(&self) -> [String; 6] {
+    fn cells(&self) -> [String; 10] {
         [
             self.scenarios,
             self.crashes,
@@ -53,6 +71,10 @@ impl Counts {
             self.bad_inputs,
             self.lost,
             self.orphaned,
+            self.attacks,
+            self.foreign_buckets,
+            self.foreign_revocations,
+            self.data_lost,
         ]
         .map(|n| n.to_string())
     }
@@ -64,11 +86,20 @@ impl Counts {
         self.bad_inputs += other.bad_inputs;
         self.lost += other.lost;
         self.orphaned += other.orphaned;
+        self.attacks += other.attacks;
+        self.foreign_buckets += other.foreign_buckets;
+        self.foreign_revocations += other.foreign_revocations;
+        self.data_lost += other.data_lost;
     }
 
-    /// No bucket lost, nothing orphaned.
+    /// No bucket lost, nothing orphaned, no attack reached anything that
+    /// was not the attacker's.
     pub fn clean(&self) -> bool {
-        self.lost == 0 && self.orphaned == 0
+        self.lost == 0
+            && self.orphaned == 0
+            && self.foreign_buckets == 0
+            && self.foreign_revocations == 0
+            && self.data_lost == 0
     }
 }
 
@@ -227,6 +258,10 @@ pub fn suite_table(records: &[Record]) -> String {
             "bad inputs",
             "buckets lost",
             "orphans",
+            "attacks",
+            "foreign buckets reached",
+            "foreign keys revoked",
+            "objects lost",
             "wall time",
         ],
         &rows,
@@ -283,6 +318,8 @@ mod tests {
                 bad_inputs: 0,
                 lost: 0,
                 orphaned: usize::from(failed),
+                attacks: 5,
+                ..Counts::default()
             },
             wall_secs: 1.25,
         };
@@ -303,12 +340,34 @@ mod tests {
                 "0",
                 "0",
                 "1",
+                "10",
+                "0",
+                "0",
+                "0",
                 "2.5s",
                 ""
             ]
         );
         let width = lines[0].chars().count();
         assert!(lines.iter().all(|l| l.chars().count() == width), "{table}");
+    }
+
+    #[test]
+    fn an_attack_that_reached_anything_foreign_is_not_clean() {
+        let mut counts = Counts {
+            attacks: 3,
+            ..Counts::default()
+        };
+        assert!(counts.clean());
+        counts.foreign_revocations = 1;
+        assert!(!counts.clean());
+    }
+
+    #[test]
+    fn records_written_before_the_attack_counts_still_read() {
+        let line = r#"{"test":"t","failed":false,"scenarios":1,"crashes":0,"faults":0,"bad_inputs":0,"lost":0,"orphaned":0,"wall_secs":1.0}"#;
+        let record: Record = serde_json::from_str(line).expect("an older record parses");
+        assert_eq!(record.counts.attacks, 0);
     }
 
     #[test]

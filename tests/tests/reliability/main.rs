@@ -41,6 +41,7 @@ mod faults;
 mod random_kills;
 mod replicas;
 mod secrets_in_logs;
+mod tenant_attacks;
 mod upgrades;
 
 const BIN: &str = env!("CARGO_BIN_EXE_crash-provisioner");
