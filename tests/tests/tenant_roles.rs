@@ -195,16 +195,21 @@ async fn bind_tenants(env: &TestEnv) {
     .await
     .expect("RoleBindings");
     let admin = env.admin_client();
-    // `kubectl auth can-i create objectbucketclaims --as alice -n team-a`.
-    let editor = Subject::user(EDITOR);
-    wait_for(T, format!("{EDITOR} (edit) may create claims"), || async {
-        let may = allowed(&admin, &editor, "create", GROUP, CLAIMS, Some(TEAM));
-        Ok(may.await?.then_some(()))
-    })
-    .await
-    .unwrap_or_else(|e| {
-        panic!("{e:#}: the ClusterRoles aggregated to edit do not reach a user bound to edit")
-    });
+    // `kubectl auth can-i create objectbucketclaims --as alice -n team-a`,
+    // and `list` for the viewer.
+    for (user, verb, role) in [(EDITOR, "create", "edit"), (VIEWER, "list", "view")] {
+        let who = Subject::user(user);
+        wait_for(T, format!("{user} ({role}) may {verb} claims"), || async {
+            let may = allowed(&admin, &who, verb, GROUP, CLAIMS, Some(TEAM));
+            Ok(may.await?.then_some(()))
+        })
+        .await
+        .unwrap_or_else(|e| {
+            panic!(
+                "{e:#}: the ClusterRoles aggregated to {role} do not reach a user bound to {role}"
+            )
+        });
+    }
 }
 
 /// As the editor: creates `deploy/example-claim.yaml` in [`TEAM`], sees it
