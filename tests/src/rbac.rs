@@ -4,14 +4,21 @@
 //! request is a missing permission; a grant no request used (and not listed
 //! as needed on paths the scenario does not take) is a surplus one.
 //!
-//! `deploy/rbac.yaml` (`tests/tests/sample.rs`) and the Helm chart's rendered
-//! RBAC (`tests/tests/chart.rs`) are checked this way.
+//! `deploy/rbac.yaml` (`tests/tests/sample.rs`, `tests/tests/tenant_roles.rs`)
+//! and the Helm chart's rendered RBAC (`tests/tests/chart.rs`) are checked
+//! this way. [`allowed`] asks the apiserver itself (a SubjectAccessReview)
+//! whether someone may do something.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::Path;
 
 use anyhow::{Context, Result, bail, ensure};
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+};
+use kube::Client;
+use kube::api::{Api, PostParams};
 use serde::Deserialize as _;
 
 /// Where a grant holds: everywhere (a ClusterRole bound by a
@@ -81,6 +88,77 @@ impl Grant {
                 (Scope::Namespace(_), None) => false,
             }
     }
+}
+
+/// Someone the apiserver authenticated: a user name and groups.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Subject {
+    /// User name.
+    pub user: String,
+    /// Groups (besides those a SubjectAccessReview adds nothing).
+    pub groups: Vec<String>,
+}
+
+impl Subject {
+    /// The ServiceAccount `namespace/name`, with the groups the apiserver
+    /// gives its tokens.
+    pub fn service_account(namespace: &str, name: &str) -> Subject {
+        Subject {
+            user: format!("system:serviceaccount:{namespace}:{name}"),
+            groups: vec![
+                "system:serviceaccounts".to_owned(),
+                format!("system:serviceaccounts:{namespace}"),
+                "system:authenticated".to_owned(),
+            ],
+        }
+    }
+
+    /// A user authenticated by a client certificate without groups.
+    pub fn user(name: &str) -> Subject {
+        Subject {
+            user: name.to_owned(),
+            groups: vec!["system:authenticated".to_owned()],
+        }
+    }
+}
+
+/// Whether the apiserver's authorizer lets `who` `verb` the `resource`
+/// (`resource` or `resource/subresource`) of API `group` in `namespace`
+/// (`None`: cluster-scoped, or all namespaces): a SubjectAccessReview, made
+/// by `admin`. What `kubectl auth can-i --as` asks.
+pub async fn allowed(
+    admin: &Client,
+    who: &Subject,
+    verb: &str,
+    group: &str,
+    resource: &str,
+    namespace: Option<&str>,
+) -> Result<bool> {
+    let (resource, subresource) = match resource.split_once('/') {
+        Some((r, sub)) => (r, Some(sub.to_owned())),
+        None => (resource, None),
+    };
+    let review = SubjectAccessReview {
+        spec: SubjectAccessReviewSpec {
+            user: Some(who.user.clone()),
+            groups: Some(who.groups.clone()),
+            resource_attributes: Some(ResourceAttributes {
+                verb: Some(verb.to_owned()),
+                group: Some(group.to_owned()),
+                resource: Some(resource.to_owned()),
+                subresource,
+                namespace: namespace.map(str::to_owned),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let answer = Api::<SubjectAccessReview>::all(admin.clone())
+        .create(&PostParams::default(), &review)
+        .await
+        .with_context(|| format!("SubjectAccessReview for {}", who.user))?;
+    Ok(answer.status.is_some_and(|s| s.allowed))
 }
 
 /// Permissions the code needs on paths the end-to-end scenarios do not

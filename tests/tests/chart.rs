@@ -104,6 +104,10 @@ fn deployment(docs: &[serde_yaml::Value]) -> Deployment {
 }
 
 const NAMESPACED: &[&str] = &["rbac.scope=namespaced", "watchNamespaces={apps}"];
+const TENANT_ROLES_OFF: &[&str] = &[
+    "rbac.aggregateToDefaultRoles=false",
+    "rbac.objectBucketsReaderRole=false",
+];
 const EVERYTHING_ON: &[&str] = &[
     "exampleStorageClass.enabled=true",
     "exampleStorageClass.endpoint=http://s3.storage.svc:9000",
@@ -127,7 +131,7 @@ fn the_install_script_builds_the_helm_the_tests_look_for() {
 #[test]
 fn the_chart_lints_in_every_mode() {
     let helm = Helm::new();
-    for values in [&[][..], NAMESPACED, EVERYTHING_ON] {
+    for values in [&[][..], NAMESPACED, EVERYTHING_ON, TENANT_ROLES_OFF] {
         let mut args = vec!["lint", "--strict", CHART];
         for v in values {
             args.extend(["--set", v]);
@@ -322,6 +326,86 @@ fn the_rendered_pod_is_locked_down_and_the_rbac_is_deploys() {
             .iter()
             .any(|g| g.scope == Scope::Namespace("apps".into()) && g.resource == "secrets"),
         "{grants:?}"
+    );
+}
+
+/// In both scopes the provisioner may delete ConfigMaps only in its own
+/// namespace (its creation intents), never cluster-wide or in a served one.
+#[test]
+fn configmaps_are_deleted_only_in_the_release_namespace() {
+    let helm = Helm::new();
+    let sa = (NAMESPACE, "sample-provisioner");
+    for values in [&[][..], NAMESPACED] {
+        let rendered = helm.template(values).expect("template");
+        let deletes: Vec<Scope> = grants_of(&rendered, sa.0, sa.1)
+            .expect("grants")
+            .into_iter()
+            .filter(|g| g.group.is_empty() && g.resource == "configmaps" && g.verb == "delete")
+            .map(|g| g.scope)
+            .collect();
+        assert_eq!(
+            deletes,
+            vec![Scope::Namespace(NAMESPACE.into())],
+            "{values:?}: ConfigMap delete is granted in {deletes:?}"
+        );
+    }
+}
+
+const AGGREGATE: &str = "rbac.authorization.k8s.io/aggregate-to-";
+
+/// The ClusterRoles of `yaml`: name → (aggregation labels, rules).
+fn cluster_roles(yaml: &str) -> BTreeMap<String, (Vec<String>, serde_yaml::Value)> {
+    documents(yaml)
+        .iter()
+        .filter(|d| d["kind"] == "ClusterRole")
+        .map(|d| {
+            let labels = d["metadata"]["labels"]
+                .as_mapping()
+                .into_iter()
+                .flatten()
+                .filter_map(|(k, v)| {
+                    let k = k.as_str()?;
+                    (k.starts_with(AGGREGATE) && v == "true").then(|| k.to_owned())
+                })
+                .collect();
+            let name = d["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            (name, (labels, d["rules"].clone()))
+        })
+        .collect()
+}
+
+/// The chart's tenant roles are `deploy/tenant-roles.yaml`'s in both scopes
+/// (names, aggregation labels, rules); they aggregate claims only, never
+/// their status or ObjectBuckets; values switch them off.
+#[test]
+fn the_tenant_roles_are_deploys_and_can_be_switched_off() {
+    let helm = Helm::new();
+    let deploy = cluster_roles(&repo_file("deploy/tenant-roles.yaml").expect("tenant roles"));
+    assert_eq!(deploy.len(), 3, "{deploy:?}");
+    for (name, (labels, rules)) in &deploy {
+        let text = serde_yaml::to_string(rules).expect("rules");
+        if labels.is_empty() {
+            continue;
+        }
+        assert!(
+            !text.contains("objectbuckets") && !text.contains("/status"),
+            "{name}, aggregated to {labels:?}, grants {text}"
+        );
+    }
+    for values in [&[][..], NAMESPACED] {
+        let rendered = cluster_roles(&helm.template(values).expect("template"));
+        for (name, role) in &deploy {
+            assert_eq!(rendered.get(name), Some(role), "{values:?}: {name}");
+        }
+    }
+    let off = cluster_roles(&helm.template(TENANT_ROLES_OFF).expect("template"));
+    assert!(
+        off.keys().all(|n| !deploy.contains_key(n)),
+        "switched off, still rendered: {:?}",
+        off.keys()
     );
 }
 

@@ -36,11 +36,12 @@
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["get", "list", "watch", "create", "update", "patch"]
-# The claim's endpoint ConfigMap: same life cycle as its Secret{{ if ne .Values.rbac.scope "namespaced" }}; also the
-# sample's creation intents in its own namespace (create, get, delete){{ end }}.
+# The claim's endpoint ConfigMap: same life cycle as its Secret (never
+# deleted either; the sample's creation intents, which it deletes, have a
+# Role of their own in the release namespace).
 - apiGroups: [""]
   resources: ["configmaps"]
-  verbs: ["get", "list", "watch", "create", "update", "patch"{{ if ne .Values.rbac.scope "namespaced" }}, "delete"{{ end }}]
+  verbs: ["get", "list", "watch", "create", "update", "patch"]
 # Events on claims: created, and patched when an event repeats.
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]

@@ -1,5 +1,5 @@
 //! kube-apiserver: TLS with the environment's CA, RBAC, a static admin token,
-//! service-account tokens and an audit log of what ServiceAccounts do; its
+//! service-account tokens, users' client certificates and an audit log of what ServiceAccounts do; its
 //! bootstrap, and restarts over the same etcd.
 
 use std::ffi::OsString;
@@ -136,6 +136,9 @@ pub(super) async fn start_apiserver(
             format!("--service-account-issuer={SERVICE_ACCOUNT_ISSUER}").into(),
             format!("--api-audiences={SERVICE_ACCOUNT_ISSUER}").into(),
             path_arg("token-auth-file", &file("tokens.csv")),
+            // Users (tenants in the tests) authenticate with client
+            // certificates the environment's CA signs (`identities.rs`).
+            path_arg("client-ca-file", &file("ca.crt")),
             "--authorization-mode=RBAC".into(),
             path_arg("audit-policy-file", &file("audit-policy.yaml")),
             path_arg("audit-log-path", &root.join(AUDIT_LOG)),

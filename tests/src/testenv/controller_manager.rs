@@ -1,10 +1,12 @@
 //! kube-controller-manager, started on demand
 //! ([`TestEnv::start_controller_manager`]): the garbage collector, the
 //! namespace controller, the ServiceAccount controller (a `default`
-//! ServiceAccount in every namespace) and the root CA publisher
-//! (`kube-root-ca.crt` in every namespace), so that owner references,
-//! namespace deletion and foreground/orphan cascades behave as in a real
-//! cluster.
+//! ServiceAccount in every namespace), the root CA publisher
+//! (`kube-root-ca.crt` in every namespace) and the ClusterRole aggregation
+//! controller (the rules of `admin`, `edit` and `view` are those of the
+//! ClusterRoles labelled `rbac.authorization.k8s.io/aggregate-to-*`), so
+//! that owner references, namespace deletion, foreground/orphan cascades
+//! and the user-facing roles behave as in a real cluster.
 //!
 //! Identity: the static token of user `system:kube-controller-manager`
 //! (written into the apiserver's token file at start, no group), which the
@@ -26,6 +28,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::rbac::v1::ClusterRole;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
 
@@ -42,6 +45,7 @@ pub const CONTROLLERS: &[&str] = &[
     "namespace",
     "serviceaccount",
     "root-ca-cert-publisher",
+    "clusterrole-aggregation",
 ];
 
 /// File name of its kubeconfig in [`TestEnv::dir`].
@@ -52,6 +56,9 @@ const HEALTHZ_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long the garbage collector may take to collect its first object.
 const GC_READY_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// How long the aggregation controller may take to fill `view`.
+const AGGREGATION_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// How long each part of [`TestEnv::start_controller_manager`] took.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ControllerManagerTimings {
@@ -60,13 +67,16 @@ pub struct ControllerManagerTimings {
     /// `/healthz` 200 → the garbage collector deleted a probe object whose
     /// owner was deleted.
     pub garbage_collector: Duration,
+    /// Then → `view` holds the rules aggregated into it.
+    pub role_aggregation: Duration,
 }
 
 impl TestEnv {
     /// Starts kube-controller-manager (see the module docs) and waits until
-    /// its `/healthz` answers 200 and its garbage collector has collected a
-    /// probe: a ConfigMap in `kube-system` whose owner, another ConfigMap,
-    /// was deleted. A no-op if it is running.
+    /// its `/healthz` answers 200, its garbage collector has collected a
+    /// probe (a ConfigMap in `kube-system` whose owner, another ConfigMap,
+    /// was deleted) and `view` holds the rules aggregated into it. A no-op
+    /// if it is running.
     ///
     /// Call it after installing CRDs: the garbage collector discovers
     /// resource types at start and then every 30 s, so a claim of a CRD
@@ -106,14 +116,19 @@ impl TestEnv {
         drop(slot);
         let gc_start = Instant::now();
         self.wait_for_garbage_collection().await?;
+        let garbage_collector = gc_start.elapsed();
+        let aggregation_start = Instant::now();
+        self.wait_for_role_aggregation().await?;
         let timings = ControllerManagerTimings {
             healthz,
-            garbage_collector: gc_start.elapsed(),
+            garbage_collector,
+            role_aggregation: aggregation_start.elapsed(),
         };
         tracing::info!(
-            "kube-controller-manager ready: /healthz in {:.1?}, garbage collection in {:.1?} more",
+            "kube-controller-manager ready: /healthz in {:.1?}, garbage collection in {:.1?} more, role aggregation in {:.1?} more",
             timings.healthz,
-            timings.garbage_collector
+            timings.garbage_collector,
+            timings.role_aggregation
         );
         Ok(timings)
     }
@@ -185,6 +200,28 @@ impl TestEnv {
                     None => Ok(Some(())),
                     Some(_) => Ok(None),
                 }
+            },
+        )
+        .await
+        .map_err(|e| {
+            let log = self.dir().join("kube-controller-manager.log");
+            e.context(format!("see {}", log.display()))
+        })
+    }
+}
+
+impl TestEnv {
+    /// Waits until `view` holds rules: the aggregation controller filled it
+    /// from the bootstrap `system:aggregate-to-view` (the apiserver creates
+    /// it empty).
+    async fn wait_for_role_aggregation(&self) -> Result<()> {
+        let roles: Api<ClusterRole> = Api::all(self.admin.clone());
+        wait_for(
+            AGGREGATION_TIMEOUT,
+            "the ClusterRole aggregation controller to fill `view`",
+            || async {
+                let view = roles.get("view").await?;
+                Ok(view.rules.is_some_and(|r| !r.is_empty()).then_some(()))
             },
         )
         .await

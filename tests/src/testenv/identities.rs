@@ -1,5 +1,6 @@
-//! Who talks to the apiserver: kubeconfigs for the admin and for
-//! ServiceAccounts (tokens from the TokenRequest API), which can do only
+//! Who talks to the apiserver: kubeconfigs for the admin, for
+//! ServiceAccounts (tokens from the TokenRequest API) and for users (client
+//! certificates from the environment's CA); all but the admin can do only
 //! what RBAC grants them.
 
 use std::path::{Path, PathBuf};
@@ -12,7 +13,7 @@ use kube::api::{Api, ObjectMeta, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
-use super::certs::write_private;
+use super::certs::{client_certificate, write_private};
 use super::{SERVICE_ACCOUNT_ISSUER, TestEnv, is_kube_status};
 
 impl TestEnv {
@@ -82,6 +83,35 @@ impl TestEnv {
         let path = self.service_account_kubeconfig(namespace, name).await?;
         client_from_kubeconfig(&path).await
     }
+
+    /// Writes `<dir>/user-<user>.kubeconfig` authenticating as the user `user`
+    /// (in no group but `system:authenticated`) with a client certificate
+    /// from the environment's CA, default namespace `namespace`: what a
+    /// cluster's people (tenants) use, as opposed to ServiceAccounts.
+    pub fn user_kubeconfig(&self, user: &str, namespace: &str) -> Result<PathBuf> {
+        let (cert, key) = client_certificate(&self.ca_key_pem, user)
+            .with_context(|| format!("a client certificate for {user}"))?;
+        let path = self.dir().join(format!("user-{user}.kubeconfig"));
+        let credentials = serde_json::json!({
+            "client-certificate-data": serde_json::to_value(ByteString(cert.into_bytes()))?,
+            "client-key-data": serde_json::to_value(ByteString(key.into_bytes()))?,
+        });
+        write_kubeconfig_for(
+            &path,
+            &self.apiserver_url(),
+            &self.ca_pem,
+            user,
+            credentials,
+            namespace,
+        )?;
+        Ok(path)
+    }
+
+    /// A client authenticating as the user `user` (see
+    /// [`Self::user_kubeconfig`]). It can do only what RBAC grants it.
+    pub async fn user_client(&self, user: &str, namespace: &str) -> Result<Client> {
+        client_from_kubeconfig(&self.user_kubeconfig(user, namespace)?).await
+    }
 }
 
 pub(super) fn write_kubeconfig(
@@ -92,6 +122,20 @@ pub(super) fn write_kubeconfig(
     token: &str,
     namespace: &str,
 ) -> Result<()> {
+    let credentials = serde_json::json!({ "token": token });
+    write_kubeconfig_for(path, server, ca_pem, user, credentials, namespace)
+}
+
+/// A kubeconfig whose user authenticates with `credentials` (the `user`
+/// stanza of a kubeconfig: a token, or a client certificate and key).
+fn write_kubeconfig_for(
+    path: &Path,
+    server: &str,
+    ca_pem: &str,
+    user: &str,
+    credentials: serde_json::Value,
+    namespace: &str,
+) -> Result<()> {
     let ca_data = serde_json::to_value(ByteString(ca_pem.as_bytes().to_vec()))?;
     let doc = serde_json::json!({
         "apiVersion": "v1",
@@ -100,7 +144,7 @@ pub(super) fn write_kubeconfig(
             "name": "obc-testenv",
             "cluster": { "server": server, "certificate-authority-data": ca_data },
         }],
-        "users": [{ "name": user, "user": { "token": token } }],
+        "users": [{ "name": user, "user": credentials }],
         "contexts": [{
             "name": user,
             "context": { "cluster": "obc-testenv", "user": user, "namespace": namespace },

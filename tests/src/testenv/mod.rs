@@ -59,7 +59,7 @@ use apiserver::start_apiserver;
 use certs::generate_pki;
 use etcd::start_etcd;
 use identities::write_kubeconfig;
-use s3::start_s3_server;
+use s3::{S3sFs, start_s3_server};
 
 /// The kube-apiserver release `scripts/install-testenv` builds.
 pub const KUBE_APISERVER_VERSION: &str = "v1.37.2";
@@ -158,7 +158,7 @@ pub struct StartupTimings {
     pub apiserver: Duration,
     /// `/readyz` 200 → `default` namespace and bootstrap cluster roles exist.
     pub apiserver_bootstrap: Duration,
-    /// s3s-fs spawn → answers HTTP.
+    /// s3s-fs spawn → answers HTTP (zero without it, [`Store::None`]).
     pub s3: Duration,
     /// The whole of [`TestEnv::start`] (etcd and S3 start concurrently).
     pub total: Duration,
@@ -168,17 +168,16 @@ pub struct StartupTimings {
 pub struct TestEnv {
     // First, so it stops before the apiserver it talks to.
     controller_manager: Mutex<Option<Proc>>,
-    s3: Mutex<Proc>,
+    s3: Option<S3sFs>,
     apiserver: Mutex<Proc>,
     etcd: Mutex<Proc>,
     etcd_port: u16,
     apiserver_port: u16,
-    s3_port: u16,
     admin_token: String,
     ca_pem: String,
+    // Signs users' client certificates (`identities.rs`).
+    ca_key_pem: String,
     kubeconfig_path: PathBuf,
-    s3_access_key: String,
-    s3_secret_key: String,
     http: reqwest::Client,
     admin: Client,
     timings: StartupTimings,
@@ -192,21 +191,41 @@ impl fmt::Debug for TestEnv {
             .field("dir", &self.dir())
             .field("apiserver", &self.apiserver_url())
             .field("etcd", &self.etcd_endpoint())
-            .field("s3", &self.s3_endpoint())
+            .field("s3", &self.s3.as_ref().map(|_| self.s3_endpoint()))
             .finish_non_exhaustive()
     }
 }
 
+/// Which S3 server [`TestEnv::start_with`] runs beside etcd and kube-apiserver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Store {
+    /// s3s-fs, what [`TestEnv::start`] runs: the `s3_*` methods serve it.
+    S3sFs,
+    /// None: the caller runs the store it needs (RustFS: [`crate::rustfs`]),
+    /// and the `s3_*` methods panic.
+    None,
+}
+
 impl TestEnv {
-    /// Starts etcd, kube-apiserver and the S3 server and waits until all are ready.
+    /// Starts etcd, kube-apiserver and the S3 server (s3s-fs) and waits until
+    /// all are ready.
     pub async fn start() -> Result<TestEnv> {
+        Self::start_with(Store::S3sFs).await
+    }
+
+    /// Starts etcd, kube-apiserver and `store`, and waits until all are ready.
+    /// Fails before spawning anything if a binary they need is missing.
+    pub async fn start_with(store: Store) -> Result<TestEnv> {
         init_tracing();
         let started = Instant::now();
 
         // Fail fast, before spawning anything, if a binary is missing.
         let etcd_bin = etcd_binary()?;
         let apiserver_bin = resolve_binary_from_env(&KUBE_APISERVER_BINARY)?;
-        let s3_bin = resolve_binary_from_env(&S3_SERVER_BINARY)?;
+        let s3_bin = match store {
+            Store::S3sFs => Some(resolve_binary_from_env(&S3_SERVER_BINARY)?),
+            Store::None => None,
+        };
 
         let dir = tempfile::Builder::new()
             .prefix("obc-testenv-")
@@ -255,9 +274,26 @@ impl TestEnv {
                 apiserver_time,
             ))
         };
-        let s3_side = start_s3_server(&s3_bin, &root, &s3_access_key, &s3_secret_key, &http);
+        let s3_side = async {
+            let Some(bin) = &s3_bin else {
+                return Ok(None);
+            };
+            let started = start_s3_server(bin, &root, &s3_access_key, &s3_secret_key, &http);
+            started.await.map(Some)
+        };
         let (kube_side, s3_side) = tokio::join!(kube_side, s3_side);
-        let (s3, s3_port, s3_time) = s3_side?;
+        let (s3, s3_time) = match s3_side? {
+            Some((proc, port, took)) => {
+                let s3 = S3sFs {
+                    proc: Mutex::new(proc),
+                    port,
+                    access_key: s3_access_key,
+                    secret_key: s3_secret_key,
+                };
+                (Some(s3), took)
+            }
+            None => (None, Duration::ZERO),
+        };
         let (etcd, etcd_port, etcd_time, apiserver, apiserver_port, apiserver_time) = kube_side?;
 
         let apiserver_url = format!("https://127.0.0.1:{apiserver_port}");
@@ -283,17 +319,15 @@ impl TestEnv {
 
         let mut env = TestEnv {
             controller_manager: Mutex::new(None),
-            s3: Mutex::new(s3),
+            s3,
             apiserver: Mutex::new(apiserver),
             etcd: Mutex::new(etcd),
             etcd_port,
             apiserver_port,
-            s3_port,
             admin_token,
             ca_pem: pki.ca_pem,
+            ca_key_pem: pki.ca_key_pem,
             kubeconfig_path,
-            s3_access_key,
-            s3_secret_key,
             http,
             admin,
             timings: StartupTimings::default(),
@@ -378,7 +412,9 @@ impl TestEnv {
     pub async fn ensure_running(&self) -> Result<()> {
         self.etcd.lock().await.ensure_running()?;
         self.apiserver.lock().await.ensure_running()?;
-        self.s3.lock().await.ensure_running()?;
+        if let Some(s3) = &self.s3 {
+            s3.proc.lock().await.ensure_running()?;
+        }
         if let Some(kcm) = self.controller_manager.lock().await.as_mut() {
             kcm.ensure_running()?;
         }
@@ -395,7 +431,9 @@ impl Drop for TestEnv {
         if let Some(kcm) = self.controller_manager.get_mut().as_mut() {
             kcm.stop_blocking();
         }
-        self.s3.get_mut().stop_blocking();
+        if let Some(s3) = self.s3.as_mut() {
+            s3.proc.get_mut().stop_blocking();
+        }
         self.apiserver.get_mut().stop_blocking();
         self.etcd.get_mut().stop_blocking();
         if let Some(dir) = self.dir.take() {

@@ -8,26 +8,60 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::Result;
+use tokio::sync::Mutex;
 
 use super::process::{Proc, free_port, with_port_retries};
-use super::{S3_REGION, TestEnv};
+use super::{S3_REGION, Store, TestEnv};
 
 const S3_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// The environment's s3s-fs: its process, port and root credentials.
+pub(super) struct S3sFs {
+    pub(super) proc: Mutex<Proc>,
+    pub(super) port: u16,
+    pub(super) access_key: String,
+    pub(super) secret_key: String,
+}
+
 impl TestEnv {
-    /// `http://127.0.0.1:<port>` of the S3 server.
+    /// The s3s-fs server.
+    ///
+    /// # Panics
+    /// If the environment was started without it ([`Store::None`]): a test
+    /// that asks for it must start it ([`TestEnv::start`]).
+    fn s3s_fs(&self) -> &S3sFs {
+        match &self.s3 {
+            Some(s3) => s3,
+            None => panic!(
+                "this TestEnv was started with Store::None: start it with TestEnv::start() to have s3s-fs"
+            ),
+        }
+    }
+
+    /// Which S3 server runs beside the control plane.
+    pub fn store(&self) -> Store {
+        match self.s3 {
+            Some(_) => Store::S3sFs,
+            None => Store::None,
+        }
+    }
+
+    /// `http://127.0.0.1:<port>` of the S3 server (panics without one, see
+    /// [`Store::None`]).
     pub fn s3_endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}", self.s3_port)
+        format!("http://127.0.0.1:{}", self.s3s_fs().port)
     }
 
     /// The S3 server's root `(access key, secret key)`.
     pub fn s3_root_credentials(&self) -> (String, String) {
-        (self.s3_access_key.clone(), self.s3_secret_key.clone())
+        let s3 = self.s3s_fs();
+        (s3.access_key.clone(), s3.secret_key.clone())
     }
 
     /// An S3 client for the S3 server with the root credentials.
     pub fn s3_client(&self) -> aws_sdk_s3::Client {
-        self.s3_client_with_credentials(&self.s3_access_key, &self.s3_secret_key)
+        let s3 = self.s3s_fs();
+        self.s3_client_with_credentials(&s3.access_key, &s3.secret_key)
     }
 
     /// An S3 client for the S3 server with other credentials (e.g. to check that
@@ -42,7 +76,7 @@ impl TestEnv {
 
     /// Stops the S3 server (SIGKILL). Its data and port are kept for [`Self::start_s3`].
     pub async fn stop_s3(&self) {
-        let mut s3 = self.s3.lock().await;
+        let mut s3 = self.s3s_fs().proc.lock().await;
         s3.stop().await;
         tracing::info!("s3s-fs stopped");
     }
@@ -50,7 +84,7 @@ impl TestEnv {
     /// Starts the S3 server again on the same port with the same data and
     /// credentials, and waits until it answers. A no-op if it is running.
     pub async fn start_s3(&self) -> Result<()> {
-        let mut s3 = self.s3.lock().await;
+        let mut s3 = self.s3s_fs().proc.lock().await;
         if s3.ensure_running().is_ok() {
             return Ok(());
         }
