@@ -2,6 +2,7 @@
 //! pure state machine they follow ([`plan`]), and status ([`status`]).
 
 pub(crate) mod bucket;
+pub(crate) mod bucket_names;
 pub(crate) mod claim;
 pub(crate) mod drift;
 pub(crate) mod plan;
@@ -76,6 +77,9 @@ pub(crate) struct Context<P> {
     pub api_errors: ApiErrors,
     /// The namespaces served; `None`: all.
     pub namespaces: Option<std::collections::BTreeSet<String>>,
+    /// The provisioner's own namespace, where greenfield bucket names are
+    /// held (see [`bucket_names`]); `None`: not arbitrated.
+    pub name_records: Option<String>,
 }
 
 impl<P> Context<P> {
