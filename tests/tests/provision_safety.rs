@@ -152,7 +152,11 @@ async fn a_reservation_stays_until_the_provisioner_says_nothing_was_made() {
     let made = wait_phase(&client, "apps", "made", ClaimPhase::Failed, T)
         .await
         .expect("fails");
-    assert!(message(&made).contains("refused the quota"), "{}", message(&made));
+    assert!(
+        message(&made).contains("refused the quota"),
+        "{}",
+        message(&made)
+    );
     wait_phase(&client, "apps", "refused", ClaimPhase::Failed, T)
         .await
         .expect("fails");
@@ -164,7 +168,11 @@ async fn a_reservation_stays_until_the_provisioner_says_nothing_was_made() {
         "the bucket made-bucket exists in the store, but its claim's reservation is {reservation:?}: nothing records it"
     );
     wait_for(T, "the refused claim's reservation to go", || async {
-        Ok(obs.get_opt("obc-apps-refused").await?.is_none().then_some(()))
+        Ok(obs
+            .get_opt("obc-apps-refused")
+            .await?
+            .is_none()
+            .then_some(()))
     })
     .await
     .expect("a failure that made nothing leaves no reservation");
@@ -193,7 +201,9 @@ async fn a_reservation_stays_until_the_provisioner_says_nothing_was_made() {
         probe.rec.calls()
     );
     assert_eq!(
-        probe.rec.count(|c| *c == Call::Delete("made-bucket".into())),
+        probe
+            .rec
+            .count(|c| *c == Call::Delete("made-bucket".into())),
         1
     );
     controller.stop().await.expect("stops");
@@ -257,7 +267,10 @@ async fn a_class_switched_before_bind_is_refused_and_nothing_is_made_on_it() {
         outcome.status.as_ref().and_then(|s| s.phase),
         message(&outcome)
     );
-    assert_eq!(outcome.status.and_then(|s| s.phase), Some(ClaimPhase::Failed));
+    assert_eq!(
+        outcome.status.and_then(|s| s.phase),
+        Some(ClaimPhase::Failed)
+    );
     let failed = claims.get("switch").await.expect("claim");
     assert!(
         message(&failed).contains("set spec.storageClassName back to \"class-a\""),
@@ -266,7 +279,9 @@ async fn a_class_switched_before_bind_is_refused_and_nothing_is_made_on_it() {
     );
     let events = events_for(&client, "apps", "switch").await;
     assert!(
-        events.iter().any(|(reason, _)| reason == "StorageClassChanged"),
+        events
+            .iter()
+            .any(|(reason, _)| reason == "StorageClassChanged"),
         "{events:?}"
     );
 
@@ -353,10 +368,7 @@ async fn two_claims_created_at_once_never_both_reach_provision() {
     );
     assert_eq!(winners.len(), PAIRS, "losers: {losers:?}");
     for (ns, name, msg) in &losers {
-        assert!(
-            msg.contains("is already claimed by"),
-            "{ns}/{name}: {msg}"
-        );
+        assert!(msg.contains("is already claimed by"), "{ns}/{name}: {msg}");
     }
 
     // The winners go: their names' records are released, and the losers,

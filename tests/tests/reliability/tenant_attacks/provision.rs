@@ -16,8 +16,8 @@ use lib_provisioner::api::{
     PROVISIONER_LABEL,
 };
 use obc_tests::reliability::{
-    PROVISIONER, RUSTFS_ADMIN_SECRET, SYSTEM_NAMESPACE, Summary, claim_keys, create_class,
-    register_secret, wait_all_gone,
+    Kind, PROVISIONER, RUSTFS_ADMIN_SECRET, SYSTEM_NAMESPACE, Summary, claim_keys, create_class,
+    register_secret, wait_all_bound, wait_all_gone,
 };
 use obc_tests::rustfs::RustFs;
 use obc_tests::setup::create_admin_secret;
@@ -25,7 +25,7 @@ use obc_tests::testenv::s3_client_for;
 use obc_tests::wait_for;
 use sample_provisioner::store::OWNER_TAG;
 
-use super::super::{LABEL, Suite, T, claims, logs, message, phase};
+use super::super::{LABEL, Suite, T, claims, create, logs, message, phase};
 
 /// The administrator's bucket, made for a brownfield class, still empty.
 const ADMIN_BUCKET: &str = "admin-fresh";
@@ -50,7 +50,12 @@ async fn keys_reach(store: &RustFs, client: &Client, ns: &str, name: &str) -> bo
     };
     register_secret(&secret);
     let s3 = s3_client_for(&store.endpoint(), &key, &secret);
-    let listed = s3.list_objects_v2().bucket(ADMIN_BUCKET).send().await.is_ok();
+    let listed = s3
+        .list_objects_v2()
+        .bucket(ADMIN_BUCKET)
+        .send()
+        .await
+        .is_ok();
     let read = s3
         .get_object()
         .bucket(ADMIN_BUCKET)
@@ -231,7 +236,7 @@ async fn hijack(suite: &Suite, summary: &mut Summary, store: &RustFs) -> Result<
 
 /// How many victims a tenant races in
 /// [`racing_a_victim_for_a_bucket_name_never_shares_it`].
-const RACES: usize = 8;
+const RACES: usize = 12;
 
 /// Issue 25, item 6: a tenant creates a claim for the same exact bucket
 /// name at the same moment as its victim, many times over: per name one
@@ -251,6 +256,16 @@ async fn race(suite: &Suite, summary: &mut Summary) -> Result<()> {
     let victim = suite.namespace("victim").await?;
     suite.namespace("racer").await?;
     let _proc = suite.launch("race").start(logs())?;
+    // The provisioner is up and watching before the races start, so that
+    // both claims of a pair reach it at once (not in one initial list).
+    create(
+        &suite.admin,
+        "victim",
+        "warm-up",
+        Kind::GeneratedDelete.spec(&victim, "warm-up"),
+    )
+    .await?;
+    wait_all_bound(&suite.admin, "victim", &["warm-up".to_owned()], T).await?;
     for i in 0..RACES {
         let bucket = format!("contested-{i}");
         let spec = ObjectBucketClaimSpec {
@@ -259,7 +274,10 @@ async fn race(suite: &Suite, summary: &mut Summary) -> Result<()> {
             ..Default::default()
         };
         let name = format!("c{i}");
-        let (victims, racers) = (claims(&suite.admin, "victim"), claims(&suite.admin, "racer"));
+        let (victims, racers) = (
+            claims(&suite.admin, "victim"),
+            claims(&suite.admin, "racer"),
+        );
         let (vc, rc) = (
             ObjectBucketClaim::new(&name, spec.clone()),
             ObjectBucketClaim::new(&name, spec),
@@ -280,7 +298,11 @@ async fn race(suite: &Suite, summary: &mut Summary) -> Result<()> {
             .iter()
             .filter(|c| phase(c) == Some(ClaimPhase::Bound))
             .count();
-        let loser = if phase(&v) == Some(ClaimPhase::Bound) { &r } else { &v };
+        let loser = if phase(&v) == Some(ClaimPhase::Bound) {
+            &r
+        } else {
+            &v
+        };
         // Told by the library, before any provisioner call; the store's
         // own refusal ("was not created for this claim") means both
         // claims reached provision.
@@ -306,9 +328,13 @@ async fn race(suite: &Suite, summary: &mut Summary) -> Result<()> {
                 .await?;
         }
     }
+    claims(&suite.admin, "victim")
+        .delete("warm-up", &DeleteParams::default())
+        .await?;
     for ns in ["victim", "racer"] {
         wait_all_gone(&suite.admin, ns, &names, Duration::from_secs(90)).await?;
     }
+    wait_all_gone(&suite.admin, "victim", &["warm-up".to_owned()], T).await?;
     summary.note("names raced", RACES);
     ensure!(
         shared.is_empty(),
