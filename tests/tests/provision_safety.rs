@@ -483,3 +483,89 @@ async fn a_name_held_by_a_claim_that_is_gone_is_taken_over() {
     assert_eq!(reached.len(), 1, "{reached:?}");
     controller.stop().await.expect("stops");
 }
+
+/// Item 6: a claim that took its name's Lease and died before reserving
+/// its ObjectBucket (crash point `after-bucket-name-held`) binds after the
+/// restart, even when an earlier-created claim asking for the same name was
+/// prepared too: the Lease decides between them, not the caches' order of
+/// creation (which would reject the holder while the Lease rejects the
+/// other: both Failed for good).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_holder_of_a_name_binds_after_a_crash_before_its_reservation() {
+    let probe = Probe::default();
+    let (env, client, controller) = setup(&probe).await;
+    env.ensure_namespace("apps").await.expect("namespace");
+    let claims: Api<ObjectBucketClaim> = Api::namespaced(client.clone(), "apps");
+    // Both prepared by an earlier pass (finalizer and label), the earlier
+    // one first; the later one holds the Lease. Their class appears last.
+    let mut uids = BTreeMap::new();
+    for name in ["earlier", "holder"] {
+        let mut c = ObjectBucketClaim::new(name, exact("appears-later", "held-name"));
+        c.metadata.finalizers = Some(vec![lib_provisioner::api::FINALIZER.into()]);
+        c.metadata.labels = Some(BTreeMap::from([(
+            lib_provisioner::api::PROVISIONER_LABEL.to_owned(),
+            "test.objectbucket.io-recorder".to_owned(),
+        )]));
+        let created = claims
+            .create(&PostParams::default(), &c)
+            .await
+            .expect("claim");
+        uids.insert(name, created.metadata.uid.unwrap_or_default());
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+    }
+    let record = Lease {
+        metadata: ObjectMeta {
+            name: Some("obc-bucket-held-name".into()),
+            annotations: Some(BTreeMap::from([
+                ("objectbucket.io/claim".to_owned(), "apps/holder".to_owned()),
+                (
+                    "objectbucket.io/bucket-name".to_owned(),
+                    "held-name".to_owned(),
+                ),
+            ])),
+            ..Default::default()
+        },
+        spec: Some(LeaseSpec {
+            holder_identity: Some(uids["holder"].clone()),
+            ..Default::default()
+        }),
+    };
+    Api::<Lease>::namespaced(client.clone(), SYSTEM_NS)
+        .create(&PostParams::default(), &record)
+        .await
+        .expect("the holder's record");
+    create_class(&client, "appears-later", "Delete", &[])
+        .await
+        .expect("class");
+    let holder = wait_for(T, "apps/holder to settle", || async {
+        let c = claims.get("holder").await?;
+        let phase = c.status.as_ref().and_then(|s| s.phase);
+        Ok(matches!(phase, Some(ClaimPhase::Bound | ClaimPhase::Failed)).then_some(c))
+    })
+    .await
+    .expect("settles");
+    assert_eq!(
+        holder.status.as_ref().and_then(|s| s.phase),
+        Some(ClaimPhase::Bound),
+        "the Lease's holder: {}",
+        message(&holder)
+    );
+    let earlier = wait_phase(&client, "apps", "earlier", ClaimPhase::Failed, T)
+        .await
+        .expect("the other is refused");
+    assert!(
+        message(&earlier).contains("already claimed by"),
+        "{}",
+        message(&earlier)
+    );
+    for name in ["earlier", "holder"] {
+        claims
+            .delete(name, &DeleteParams::default())
+            .await
+            .expect("delete");
+    }
+    for name in ["earlier", "holder"] {
+        wait_gone(&claims, name, T).await.expect("gone");
+    }
+    controller.stop().await.expect("stops");
+}

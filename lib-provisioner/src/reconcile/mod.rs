@@ -316,6 +316,8 @@ impl<P: Provisioner> Context<P> {
     /// The holder is decided by what is persisted (finalizer, fixed name,
     /// creation time, UID), never by which reconcile runs first, so two
     /// claims asking for one name get the same answer after any restart.
+    /// With name records (see [`bucket_names`]) only ObjectBuckets count
+    /// here; between claims the Lease decides.
     pub(crate) fn name_holder(&self, claim: &ObjectBucketClaim, bucket: &str) -> Option<String> {
         if let Some(ob) = self
             .buckets
@@ -336,6 +338,13 @@ impl<P: Provisioner> Context<P> {
                 })
                 .unwrap_or_default();
             return Some(format!("ObjectBucket {}{owner}", ob.name_any()));
+        }
+        if self.name_records.is_some() {
+            // Among claims, the name's Lease decides (bucket_names): a rule
+            // of its own here could reject the Lease's holder in a pass
+            // after it took the Lease and before its ObjectBucket existed
+            // (a crash in between), while the Lease rejects the other.
+            return None;
         }
         let prepared = plan::has_finalizer(&claim.metadata);
         let key = |c: &ObjectBucketClaim| {
