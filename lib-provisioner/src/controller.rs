@@ -76,6 +76,7 @@ pub struct ControllerBuilder<P> {
     backoff: (Duration, Duration),
     provisioner_timeout: Duration,
     dead_watch_limit: Duration,
+    name_records: Option<String>,
 }
 
 impl<P: Provisioner> ControllerBuilder<P> {
@@ -94,7 +95,23 @@ impl<P: Provisioner> ControllerBuilder<P> {
             backoff: (Duration::from_millis(500), Duration::from_secs(300)),
             provisioner_timeout: DEFAULT_PROVISIONER_TIMEOUT,
             dead_watch_limit: crate::server::WATCHES_DEAD_LIMIT,
+            name_records: None,
         }
+    }
+
+    /// Holds every greenfield bucket name through a Lease in `namespace`
+    /// (the provisioner's own; default: the leader election's namespace,
+    /// if that is on) that the apiserver lets only one claim create, so
+    /// that two claims asking for one name at once never both reach
+    /// [`Provisioner::provision`]: the other is rejected with
+    /// `BucketNameTaken`. Each Lease is released when its claim is deleted,
+    /// or taken over once its claim is gone. Needs `create`, `get` and
+    /// `delete` on `leases` in that namespace. Without it (and without
+    /// leader election) names are checked against the caches only, and the
+    /// provisioner's own ownership check is what stops a second claim.
+    pub fn bucket_name_records(mut self, namespace: impl Into<String>) -> Self {
+        self.name_records = Some(namespace.into());
+        self
     }
 
     /// Serves only claims in these namespaces (an empty list means all).
@@ -393,6 +410,11 @@ impl<P: Provisioner> ControllerBuilder<P> {
             verified: Default::default(),
             api_errors: Default::default(),
             namespaces,
+            name_records: self.name_records.or_else(|| {
+                self.leader_election
+                    .as_ref()
+                    .map(|election| election.namespace.clone())
+            }),
         })
     }
 }

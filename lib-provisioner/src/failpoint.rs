@@ -14,6 +14,7 @@
 pub const POINTS: &[&str] = &[
     // Provisioning.
     "after-claim-prepared",
+    "after-bucket-name-held",
     "after-object-bucket-created",
     "after-bucket-created",
     "after-object-bucket-completed",
@@ -25,6 +26,7 @@ pub const POINTS: &[&str] = &[
     "after-bucket-deleted",
     "after-object-bucket-finalizer-removed",
     "after-object-bucket-released",
+    "after-bucket-name-released",
     "after-claim-finalizer-removed",
 ];
 

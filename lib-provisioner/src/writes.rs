@@ -394,3 +394,83 @@ pub(crate) async fn delete_object_bucket(client: &Client, name: &str) -> Result<
             .map_err(Error::kube("delete the ObjectBucket")),
     }
 }
+
+/// Creates the Lease that holds greenfield bucket name `bucket` for `claim`
+/// in namespace `ns` (see `reconcile::bucket_names`). `false`: it exists
+/// already (this claim's or another's: the caller reads it).
+pub(crate) async fn create_name_record(
+    client: &Client,
+    ns: &str,
+    bucket: &str,
+    claim: &ObjectBucketClaim,
+    label: &str,
+) -> Result<bool> {
+    use crate::reconcile::bucket_names::{
+        BUCKET_NAME_ANNOTATION, HOLDER_CLAIM_ANNOTATION, record_name,
+    };
+    use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+    let holder = format!(
+        "{}/{}",
+        claim.metadata.namespace.as_deref().unwrap_or_default(),
+        claim.name_any()
+    );
+    let record = Lease {
+        metadata: ObjectMeta {
+            name: Some(record_name(bucket)),
+            namespace: Some(ns.to_owned()),
+            labels: Some(BTreeMap::from([(
+                PROVISIONER_LABEL.to_owned(),
+                label.to_owned(),
+            )])),
+            annotations: Some(BTreeMap::from([
+                (HOLDER_CLAIM_ANNOTATION.to_owned(), holder),
+                (BUCKET_NAME_ANNOTATION.to_owned(), bucket.to_owned()),
+            ])),
+            ..Default::default()
+        },
+        spec: Some(LeaseSpec {
+            holder_identity: Some(
+                claim
+                    .metadata
+                    .uid
+                    .clone()
+                    .ok_or(Error::MissingField("claim uid"))?,
+            ),
+            ..Default::default()
+        }),
+    };
+    match Api::<Lease>::namespaced(client.clone(), ns)
+        .create(&post_params(), &record)
+        .await
+    {
+        Ok(_) => Ok(true),
+        Err(e) if is_status(&e, 409) => Ok(false),
+        Err(e) => Err(Error::kube("create the bucket name's Lease")(e)),
+    }
+}
+
+/// Deletes a bucket name's Lease, only in the version read (a holder that
+/// took it meanwhile keeps it: 409, re-read); gone already counts as done.
+pub(crate) async fn delete_name_record(
+    client: &Client,
+    ns: &str,
+    record: &k8s_openapi::api::coordination::v1::Lease,
+) -> Result<()> {
+    use kube::api::Preconditions;
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            resource_version: record.metadata.resource_version.clone(),
+            uid: record.metadata.uid.clone(),
+        }),
+        ..Default::default()
+    };
+    match Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(client.clone(), ns)
+        .delete(&record.name_any(), &params)
+        .await
+    {
+        Err(e) if is_status(&e, 404) => Ok(()),
+        other => other
+            .map(|_| ())
+            .map_err(Error::kube("delete the bucket name's Lease")),
+    }
+}

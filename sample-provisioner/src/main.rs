@@ -73,7 +73,7 @@ struct Cli {
     )]
     leader_elect: bool,
 
-    /// Namespace of the leader-election Lease and of the creation-intent ConfigMaps (in a pod: set POD_NAMESPACE from the downward API).
+    /// Namespace of the leader-election Lease, of the Leases that hold greenfield bucket names, and of the creation-intent ConfigMaps (in a pod: set POD_NAMESPACE from the downward API).
     #[arg(long, env = "POD_NAMESPACE", default_value = "obc-system")]
     lease_namespace: String,
 
@@ -242,7 +242,9 @@ async fn run(cli: Cli) -> Result<(), String> {
             .with_intent_namespace(cli.lease_namespace.clone()),
     )
     .namespaces(namespaces)
-    .concurrency(cli.concurrency);
+    .concurrency(cli.concurrency)
+    // Greenfield bucket names are held by Leases in our own namespace.
+    .bucket_name_records(cli.lease_namespace.clone());
     if cli.leader_elect {
         let election = LeaderElection::new(
             cli.lease_namespace.clone(),

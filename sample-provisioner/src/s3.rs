@@ -11,7 +11,6 @@ use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Secret;
 use kube::{Api, Client};
 use lib_provisioner::api::secret_keys::{ACCESS_KEY_ID, SECRET_ACCESS_KEY};
-use lib_provisioner::api::{GENERATED_NAME_ANNOTATION, ObjectBucketClaim};
 use lib_provisioner::{
     BucketAccess, BucketRequest, Credentials, ProvisionError, Provisioner, RotationRequest,
     TeardownRequest, UpdateRequest,
@@ -255,29 +254,6 @@ impl S3Provisioner {
         }
     }
 
-    /// Whether the library generated `bucket` for claim `namespace/name`
-    /// with UID `uid` (the claim's annotation records it before the bucket
-    /// is created). Such a name has a random suffix: an empty unmarked
-    /// bucket of that name can only be left by an interrupted attempt of
-    /// this claim (by a version that recorded no creation intent). A claim
-    /// that is gone, or has another UID, has no generated name.
-    async fn name_generated_for(
-        &self,
-        namespace: &str,
-        name: &str,
-        uid: &str,
-        bucket: &str,
-    ) -> Result<bool, ProvisionError> {
-        let api: Api<ObjectBucketClaim> = Api::namespaced(self.kube.clone(), namespace);
-        match api.get_opt(name).await {
-            Ok(Some(claim)) => Ok(generated_for(&claim, uid, bucket)),
-            Ok(None) => Ok(false),
-            Err(e) => Err(ProvisionError::retryable(format!(
-                "could not read claim {namespace}/{name}: {e}"
-            ))),
-        }
-    }
-
     /// The mode to revoke in when the ObjectBucket records none: the
     /// process may have died after `issue` created a user and before the
     /// library recorded it (a reserved ObjectBucket), so a class in a mode
@@ -362,18 +338,6 @@ fn claim_options(
     })
 }
 
-/// Whether `claim` (with UID `uid`) records `bucket` as the name generated
-/// for it.
-pub fn generated_for(claim: &ObjectBucketClaim, uid: &str, bucket: &str) -> bool {
-    claim.metadata.uid.as_deref() == Some(uid)
-        && claim
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(GENERATED_NAME_ANNOTATION))
-            .is_some_and(|generated| generated == bucket)
-}
-
 /// Reads the admin key pair from a Secret. Values are trimmed (a Secret made
 /// from files often ends in a newline) and never echoed.
 pub fn credentials_from_secret(
@@ -418,31 +382,23 @@ pub fn credentials_from_secret(
 impl Provisioner for S3Provisioner {
     async fn provision(&self, req: &BucketRequest) -> Result<BucketAccess, ProvisionError> {
         if req.bucket_name == self.state_bucket {
-            return Err(reserved(&req.bucket_name));
+            return Err(reserved(&req.bucket_name).with_nothing_created());
         }
         let r = self
             .resolve(&req.storage_class_name, &req.parameters)
-            .await?;
+            .await
+            .map_err(ProvisionError::with_nothing_created)?;
         // Checked before anything is created: a bad option leaves nothing.
-        let options = claim_options(&r, req, false)?;
+        let options =
+            claim_options(&r, req, false).map_err(ProvisionError::with_nothing_created)?;
         let claim = format!("{}/{}", req.claim.namespace, req.claim.name);
         let owner = Owner {
             claim_uid: &req.claim.uid,
             claim: &claim,
         };
-        let generated = || {
-            self.name_generated_for(
-                &req.claim.namespace,
-                &req.claim.name,
-                &req.claim.uid,
-                &req.bucket_name,
-            )
-        };
-        let how = match r
-            .store
-            .create_owned(&req.bucket_name, &owner, generated)
-            .await?
-        {
+        // From here on a failure may follow CreateBucket: only the store's
+        // refusals before it say that nothing was created.
+        let how = match r.store.create_owned(&req.bucket_name, &owner).await? {
             Creation::Created => "created",
             Creation::Existing => "existed already",
             Creation::TakenOver(_) => "taken over after an interrupted creation",
@@ -460,21 +416,23 @@ impl Provisioner for S3Provisioner {
             return Err(ProvisionError::permanent(format!(
                 "bucket {:?} is the provisioner's state bucket (--state-bucket, OBC_STATE_BUCKET) and is never handed to a claim: fix the bucketName parameter of StorageClass {:?}",
                 req.bucket_name, req.storage_class_name
-            )));
+            )).with_nothing_created());
         }
         let r = self
             .resolve(&req.storage_class_name, &req.parameters)
-            .await?;
-        let options = claim_options(&r, req, true)?;
+            .await
+            .map_err(ProvisionError::with_nothing_created)?;
+        let options = claim_options(&r, req, true).map_err(ProvisionError::with_nothing_created)?;
         match r.store.exists(&req.bucket_name).await {
             Ok(true) => {}
             Ok(false) => {
                 return Err(ProvisionError::permanent(format!(
                     "bucket {} does not exist: create it on {}, or fix the bucketName parameter of StorageClass {:?}",
                     req.bucket_name, r.params.endpoint.url, req.storage_class_name
-                )));
+                ))
+                .with_nothing_created());
             }
-            Err(f) => return Err(f.into_provision_error()),
+            Err(f) => return Err(f.into_provision_error().with_nothing_created()),
         }
         self.issue(&r, req, options.access).await
     }
@@ -484,14 +442,6 @@ impl Provisioner for S3Provisioner {
             .resolve(&req.storage_class_name, &req.parameters)
             .await?;
         let claim = format!("{}/{}", req.claim.namespace, req.claim.name);
-        let generated = || {
-            self.name_generated_for(
-                &req.claim.namespace,
-                &req.claim.name,
-                &req.claim.uid,
-                &req.bucket_name,
-            )
-        };
         match r
             .store
             .delete_owned(
@@ -502,7 +452,6 @@ impl Provisioner for S3Provisioner {
                 // the Go library leaves (it writes no marker), so a takeover
                 // of its claims deletes their buckets under Delete too.
                 req.provisioned,
-                generated,
             )
             .await?
         {

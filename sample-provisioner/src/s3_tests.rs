@@ -21,29 +21,7 @@ fn name() -> SecretRef {
 }
 
 #[test]
-fn only_a_name_generated_for_the_claim_allows_a_take_over() {
-    let mut claim = ObjectBucketClaim::new("photos", Default::default());
-    claim.metadata.uid = Some("uid-1".into());
-    assert!(
-        !generated_for(&claim, "uid-1", "photos-abcd1234"),
-        "exact name"
-    );
-    claim.metadata.annotations = Some(
-        [(
-            GENERATED_NAME_ANNOTATION.to_owned(),
-            "photos-abcd1234".to_owned(),
-        )]
-        .into(),
-    );
-    assert!(generated_for(&claim, "uid-1", "photos-abcd1234"));
-    assert!(
-        !generated_for(&claim, "uid-2", "photos-abcd1234"),
-        "another claim"
-    );
-    assert!(
-        !generated_for(&claim, "uid-1", "photos-other"),
-        "another name"
-    );
+fn an_unclaimed_bucket_is_refused_as_not_made_for_the_claim() {
     let e = crate::store::unclaimed("photos");
     assert!(!e.is_retryable());
     assert!(

@@ -129,17 +129,12 @@ const B: Owner<'static> = Owner {
     claim: "ns/b",
 };
 
-/// The claim's `generated` answer, as `S3Provisioner` would give it.
-async fn generated(yes: bool) -> Result<bool, ProvisionError> {
-    Ok(yes)
-}
-
 async fn create(s: &Store, bucket: &str, owner: &Owner<'_>) -> Result<Creation, ProvisionError> {
-    s.create_owned(bucket, owner, || generated(false)).await
+    s.create_owned(bucket, owner).await
 }
 
 async fn delete(s: &Store, bucket: &str, uid: &str, force: bool) -> Deletion {
-    s.delete_owned(bucket, uid, force, false, || generated(false))
+    s.delete_owned(bucket, uid, force, false)
         .await
         .expect("no error")
 }
@@ -299,8 +294,8 @@ async fn an_interrupted_creation_resumes_from_its_intent() {
     );
     assert_eq!(keys(&raw, DEFAULT_STATE_BUCKET).await, [OWNER_MARKER_KEY]);
 
-    // Without an intent, an empty unmarked bucket is taken only for a name
-    // generated for the claim.
+    // Without an intent, an empty unmarked bucket is never taken: nothing
+    // a claim says about the name counts.
     raw.create_bucket()
         .bucket("someones")
         .send()
@@ -308,12 +303,8 @@ async fn an_interrupted_creation_resumes_from_its_intent() {
         .expect("create");
     let e = create(&s, "someones", &A).await.expect_err("unclaimed");
     assert!(e.to_string().contains("no creation intent"), "{e}");
-    assert_eq!(
-        s.create_owned("someones", &A, || generated(true))
-            .await
-            .expect("generated for A"),
-        Creation::TakenOver(Basis::GeneratedName)
-    );
+    assert!(e.nothing_created(), "{e}");
+    assert_eq!(s.owner("someones").await.expect("reads"), None);
     assert_eq!(keys(&raw, DEFAULT_STATE_BUCKET).await, [OWNER_MARKER_KEY]);
 }
 
@@ -347,7 +338,7 @@ async fn deleting_a_claim_removes_what_its_interrupted_creation_left() {
     assert!(!s.exists("left-1").await.expect("head"));
     assert_eq!(keys(&raw, DEFAULT_STATE_BUCKET).await, [OWNER_MARKER_KEY]);
 
-    // Unmarked, no intent: deleted only if empty and generated for it.
+    // Unmarked, no intent: never deleted, empty or not.
     for name in ["left-2", "left-3"] {
         raw.create_bucket()
             .bucket(name)
@@ -360,17 +351,7 @@ async fn deleting_a_claim_removes_what_its_interrupted_creation_left() {
         let d = delete(&s, name, "uid-a", true).await;
         assert!(matches!(d, Deletion::NotOurs(_)), "{d:?}");
     }
-    assert_eq!(
-        s.delete_owned("left-2", "uid-a", true, false, || generated(true))
-            .await
-            .expect("deletes"),
-        Deletion::Deleted { objects: 0 }
-    );
-    let d = s
-        .delete_owned("left-3", "uid-a", true, false, || generated(true))
-        .await
-        .expect("no error");
-    assert!(matches!(d, Deletion::NotOurs(_)), "holds data: {d:?}");
+    assert!(s.exists("left-2").await.expect("head"));
     assert!(s.exists("left-3").await.expect("head"));
 }
 
@@ -390,10 +371,7 @@ async fn unmarked_buckets_with_data_are_never_taken_over() {
         .await
         .expect("create");
     put(&raw, "foreign", "data.txt").await;
-    let e = s
-        .create_owned("foreign", &A, || generated(true))
-        .await
-        .expect_err("not ours");
+    let e = s.create_owned("foreign", &A).await.expect_err("not ours");
     assert!(
         e.to_string().contains("was not created for this claim"),
         "{e}"
@@ -424,7 +402,7 @@ async fn delete_refuses_non_empty_buckets_unless_forced() {
     }
 
     let e = s
-        .delete_owned("logs", "uid-a", false, false, || generated(false))
+        .delete_owned("logs", "uid-a", false, false)
         .await
         .expect_err("not empty");
     assert!(!e.is_retryable());
@@ -495,7 +473,7 @@ async fn wrong_credentials_are_permanent_and_a_down_store_is_retryable() {
     let e = create(&s, "bucket-one", &A).await.expect_err("unreachable");
     assert!(e.is_retryable(), "{e:?}");
     let e = s
-        .delete_owned("bucket-one", "uid-a", false, false, || generated(false))
+        .delete_owned("bucket-one", "uid-a", false, false)
         .await
         .expect_err("unreachable");
     assert!(e.is_retryable(), "{e:?}");

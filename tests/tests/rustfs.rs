@@ -215,16 +215,9 @@ async fn tag_ownership_keeps_nothing_in_user_buckets() -> Result<()> {
         claim_uid: "uid-b",
         claim: "apps/b",
     };
-    let no = || async { Ok(false) };
 
-    assert_eq!(
-        store.create_owned("exact-a", &a, no).await?,
-        Creation::Created
-    );
-    assert_eq!(
-        store.create_owned("exact-a", &a, no).await?,
-        Creation::Existing
-    );
+    assert_eq!(store.create_owned("exact-a", &a).await?, Creation::Created);
+    assert_eq!(store.create_owned("exact-a", &a).await?, Creation::Existing);
     assert_eq!(
         store.owner_tag("exact-a").await.unwrap().as_deref(),
         Some("uid-a")
@@ -235,14 +228,14 @@ async fn tag_ownership_keeps_nothing_in_user_buckets() -> Result<()> {
         "nothing written into the bucket"
     );
     assert_eq!(intents.get("exact-a").await?, None, "intent settled");
-    let e = store.create_owned("exact-a", &b, no).await.unwrap_err();
+    let e = store.create_owned("exact-a", &b).await.unwrap_err();
     assert!(!e.is_retryable() && e.to_string().contains("uid-a"), "{e}");
 
     // Died after CreateBucket, before the tag: the intent tells.
     assert_eq!(intents.record("left", &a).await?, None);
     root.create_bucket().bucket("left").send().await?;
     assert_eq!(
-        store.create_owned("left", &a, no).await?,
+        store.create_owned("left", &a).await?,
         Creation::TakenOver(Basis::Intent)
     );
     assert_eq!(
@@ -252,11 +245,11 @@ async fn tag_ownership_keeps_nothing_in_user_buckets() -> Result<()> {
     assert_eq!(intents.get("left").await?, None);
     // An empty untagged bucket nothing ties to the claim is someone else's.
     root.create_bucket().bucket("foreign").send().await?;
-    let e = store.create_owned("foreign", &a, no).await.unwrap_err();
+    let e = store.create_owned("foreign", &a).await.unwrap_err();
     assert!(!e.is_retryable(), "{e}");
     // Another claim's unfinished creation: wait for it.
     assert_eq!(intents.record("racing", &b).await?, None);
-    let e = store.create_owned("racing", &a, no).await.unwrap_err();
+    let e = store.create_owned("racing", &a).await.unwrap_err();
     assert!(
         e.is_retryable() && e.to_string().contains("ConfigMap"),
         "{e}"
@@ -270,10 +263,7 @@ async fn tag_ownership_keeps_nothing_in_user_buckets() -> Result<()> {
         .body(ByteStream::from_static(b"uid-a"))
         .send()
         .await?;
-    assert_eq!(
-        store.create_owned("legacy", &a, no).await?,
-        Creation::Existing
-    );
+    assert_eq!(store.create_owned("legacy", &a).await?, Creation::Existing);
 
     // Deletion goes by the tag too.
     root.put_object()
@@ -283,16 +273,12 @@ async fn tag_ownership_keeps_nothing_in_user_buckets() -> Result<()> {
         .send()
         .await?;
     assert_eq!(
-        store
-            .delete_owned("exact-a", "uid-a", true, false, no)
-            .await?,
+        store.delete_owned("exact-a", "uid-a", true, false).await?,
         Deletion::Deleted { objects: 1 }
     );
     assert!(!store.exists("exact-a").await.unwrap());
     assert!(matches!(
-        store
-            .delete_owned("foreign", "uid-a", true, false, no)
-            .await?,
+        store.delete_owned("foreign", "uid-a", true, false).await?,
         Deletion::NotOurs(_)
     ));
     assert!(store.exists("foreign").await.unwrap());

@@ -49,6 +49,7 @@ pub struct ProvisionError {
     kind: ErrorKind,
     message: String,
     retry_after: Option<Duration>,
+    nothing_created: bool,
     #[source]
     source: Option<BoxError>,
 }
@@ -82,6 +83,7 @@ impl ProvisionError {
             kind,
             message: message.into(),
             retry_after: None,
+            nothing_created: false,
             source: None,
         }
     }
@@ -97,6 +99,36 @@ impl ProvisionError {
     pub fn with_retry_after(mut self, after: Duration) -> Self {
         self.retry_after = Some(after);
         self
+    }
+
+    /// Says that the failed call created nothing in the store: no bucket, no
+    /// credentials, nothing a teardown would have to remove (a request
+    /// refused before any write, say). Only then does the library drop the
+    /// ObjectBucket it reserved for the claim before calling
+    /// [`provision`](super::Provisioner::provision) or
+    /// [`grant`](super::Provisioner::grant) when the error is permanent.
+    /// Without it the reservation stays, as the record that something may
+    /// exist, and the claim's deletion runs the teardown (Delete or Revoke)
+    /// against it: say it only when it is certain.
+    ///
+    /// ```
+    /// use lib_provisioner::provisioner::ProvisionError;
+    /// let refused = ProvisionError::permanent("parameter endpoint is missing: add it to the StorageClass")
+    ///     .with_nothing_created();
+    /// assert!(refused.nothing_created());
+    /// // Refused after CreateBucket: the bucket exists; the record must stay.
+    /// let after = ProvisionError::permanent("the store refused the quota: remove maxSize");
+    /// assert!(!after.nothing_created());
+    /// ```
+    pub fn with_nothing_created(mut self) -> Self {
+        self.nothing_created = true;
+        self
+    }
+
+    /// Whether the provisioner said the call created nothing
+    /// ([`with_nothing_created`](Self::with_nothing_created)).
+    pub fn nothing_created(&self) -> bool {
+        self.nothing_created
     }
 
     /// Whether retrying the same request can succeed without a change.

@@ -212,7 +212,8 @@ async fn reobserve<P: Provisioner>(o: &mut Observed, ctx: &Context<P>) -> Result
         access: o.access.take(),
         previous_revoked: o.previous_revoked,
         torn_down: o.torn_down,
-        prepared_now: o.prepared_now,
+        name_held: o.name_held,
+        name_released: o.name_released,
         // Contents are re-checked against the fresh copies.
         secret_synced: false,
         config_map_synced: false,
@@ -333,6 +334,7 @@ fn observed<P>(claim: ObjectBucketClaim, class: ClassState, ctx: &Context<P>) ->
     });
     Observed {
         bind_pruned,
+        name_records: ctx.name_records.is_some(),
         ..Observed::new(claim, class, ctx.label.clone())
     }
 }

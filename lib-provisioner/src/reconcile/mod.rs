@@ -2,6 +2,7 @@
 //! pure state machine they follow ([`plan`]), and status ([`status`]).
 
 pub(crate) mod bucket;
+pub(crate) mod bucket_names;
 pub(crate) mod claim;
 pub(crate) mod drift;
 pub(crate) mod plan;
@@ -76,6 +77,9 @@ pub(crate) struct Context<P> {
     pub api_errors: ApiErrors,
     /// The namespaces served; `None`: all.
     pub namespaces: Option<std::collections::BTreeSet<String>>,
+    /// The provisioner's own namespace, where greenfield bucket names are
+    /// held (see [`bucket_names`]); `None`: not arbitrated.
+    pub name_records: Option<String>,
 }
 
 impl<P> Context<P> {
@@ -312,6 +316,8 @@ impl<P: Provisioner> Context<P> {
     /// The holder is decided by what is persisted (finalizer, fixed name,
     /// creation time, UID), never by which reconcile runs first, so two
     /// claims asking for one name get the same answer after any restart.
+    /// With name records (see [`bucket_names`]) only ObjectBuckets count
+    /// here; between claims the Lease decides.
     pub(crate) fn name_holder(&self, claim: &ObjectBucketClaim, bucket: &str) -> Option<String> {
         if let Some(ob) = self
             .buckets
@@ -332,6 +338,13 @@ impl<P: Provisioner> Context<P> {
                 })
                 .unwrap_or_default();
             return Some(format!("ObjectBucket {}{owner}", ob.name_any()));
+        }
+        if self.name_records.is_some() {
+            // Among claims, the name's Lease decides (bucket_names): a rule
+            // of its own here could reject the Lease's holder in a pass
+            // after it took the Lease and before its ObjectBucket existed
+            // (a crash in between), while the Lease rejects the other.
+            return None;
         }
         let prepared = plan::has_finalizer(&claim.metadata);
         let key = |c: &ObjectBucketClaim| {

@@ -81,9 +81,14 @@ pub(crate) struct Observed {
     pub previous_revoked: bool,
     /// The provisioner's teardown ran during this pass.
     pub torn_down: bool,
-    /// This pass added the finalizer: a DELETE racing it may still remove
-    /// the claim, so the ObjectBucket is reserved before the provisioner runs.
-    pub prepared_now: bool,
+    /// Greenfield bucket names are held through a record the apiserver
+    /// arbitrates (see `reconcile::bucket_names`): the controller was given
+    /// a namespace for them.
+    pub name_records: bool,
+    /// This pass holds the claim's bucket name (took or found its record).
+    pub name_held: bool,
+    /// This pass released the claim's bucket name record (a deletion).
+    pub name_released: bool,
     /// The apiserver dropped `spec.objectBucketName` when it was written (a
     /// CRD schema without the field): binding is known from the claimRef.
     pub bind_pruned: bool,
@@ -109,7 +114,9 @@ impl Observed {
             secret_key_id: None,
             previous_revoked: false,
             torn_down: false,
-            prepared_now: false,
+            name_records: false,
+            name_held: false,
+            name_released: false,
             bind_pruned: false,
             label,
         }
@@ -167,6 +174,7 @@ struct Valid<'a> {
 /// ObjectBucket, its bucket name, its reclaim policy, then name conflicts.
 /// `Err` is the step that shows the problem (or ignores the claim).
 fn validate(o: &Observed) -> Result<Valid<'_>, Step> {
+    check_class_unchanged(o)?;
     let class = class_of(o)?;
     if let Some(name) = names::own_object_bucket_name(o) {
         return Err(Step::NameObjectBucket { name });
@@ -220,6 +228,32 @@ fn class_of(o: &Observed) -> Result<Option<&StorageClass>, Step> {
             ),
         ))),
     }
+}
+
+/// The claim names the class its ObjectBucket records. Before bind a user
+/// may still edit `spec.storageClassName`, while the ObjectBucket (reserved,
+/// or created from the provisioner's answer) records the class its bucket
+/// was made on, and every later step (update, rotation, teardown) follows
+/// the ObjectBucket: a provision on the new class would make a bucket that
+/// nothing records. Refused until the user sets the class back.
+fn check_class_unchanged(o: &Observed) -> Result<(), Step> {
+    let Some(ob) = o.ob.as_ref().filter(|ob| claim_ref_matches(ob, &o.claim)) else {
+        return Ok(());
+    };
+    let recorded = ob.spec.storage_class_name.as_str();
+    let wanted = o.claim.spec.storage_class_name.as_str();
+    let ours = has_label(&ob.metadata, &o.label) || matches!(o.class, ClassState::Ours(_));
+    if recorded.is_empty() || recorded == wanted || !ours {
+        return Ok(());
+    }
+    Err(Step::Reject(Problem::new(
+        "StorageClassChanged",
+        format!(
+            "spec.storageClassName was changed to {wanted:?}, but ObjectBucket {} records class {recorded:?}, on which bucket {:?} was reserved or provisioned for this claim: set spec.storageClassName back to {recorded:?}. To use class {wanted:?}, delete this claim (its bucket is torn down as class {recorded:?} says) and create a new one",
+            object_bucket_name(&o.claim),
+            ob.bucket_name().unwrap_or_default()
+        ),
+    )))
 }
 
 /// The ObjectBucket of the claim's name belongs to another claim (rejected),
@@ -285,17 +319,24 @@ fn live_step(o: &Observed, v: Valid<'_>) -> Step {
         // Unreachable: PrepareClaim persisted the generated name above.
         return Step::PrepareClaim { generate_from };
     };
+    // Two greenfield claims asking for one name at once both pass the
+    // cache's check (name_holder); the apiserver lets only one create the
+    // name's record, before anything is reserved or provisioned.
+    if o.name_records && !o.name_held && o.ob.is_none() && v.origin == BucketOrigin::Greenfield {
+        return Step::HoldBucketName { bucket_name };
+    }
     let create = Step::CreateObjectBucket {
         bucket_name: bucket_name.clone(),
         origin: v.origin,
         reclaim_policy: v.reclaim_policy,
     };
-    // In the pass that added the finalizer the ObjectBucket comes first,
-    // reserved: should the claim vanish while the provisioner works (the
-    // apiserver may still carry out a DELETE that raced the finalizer), the
-    // ObjectBucket tells the ObjectBucket reconciler what to tear down. Later
-    // passes (retries, restarts) find the race long settled.
-    if o.ob.is_none() && o.prepared_now {
+    // The ObjectBucket comes first, reserved, in every pass that has none:
+    // it is the durable record that a bucket may exist for the claim before
+    // the provisioner runs. Should the claim vanish meanwhile (the apiserver
+    // may still carry out a DELETE that raced the finalizer), it tells the
+    // ObjectBucket reconciler what to tear down; should the provisioner fail
+    // after creating something, it stays (see `obtain_access`).
+    if o.ob.is_none() && o.access.is_none() {
         return create;
     }
     let reserved = o.ob.as_ref().is_some_and(is_reserved);

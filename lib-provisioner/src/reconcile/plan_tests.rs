@@ -144,7 +144,6 @@ fn a_fresh_generated_claim_is_provisioned_in_order() {
         }
     );
     prepare(&mut o.claim, Some("photos-abcd1234"));
-    o.prepared_now = true;
     assert_eq!(
         next_step(&o),
         Step::CreateObjectBucket {
@@ -229,20 +228,13 @@ fn reserved(mut ob: ObjectBucket) -> ObjectBucket {
 }
 
 #[test]
-fn after_a_restart_a_prepared_claim_is_provisioned_before_its_object_bucket() {
-    // The pass that added the finalizer died before the reservation; the
-    // race with a DELETE is settled by now, so the old order applies.
+fn after_a_restart_a_prepared_claim_reserves_its_object_bucket_before_provisioning() {
+    // The pass that added the finalizer died before the reservation (or a
+    // provisioner that made nothing had it removed): every pass reserves
+    // first, so that a bucket never exists without a record.
     let mut c = generated_claim();
     prepare(&mut c, Some("photos-abcd1234"));
     let mut o = observed(c, class(&[], Some("Retain")));
-    assert_eq!(
-        next_step(&o),
-        Step::ObtainAccess {
-            bucket_name: "photos-abcd1234".into(),
-            origin: BucketOrigin::Greenfield
-        }
-    );
-    o.access = Some(access());
     assert_eq!(
         next_step(&o),
         Step::CreateObjectBucket {
@@ -251,8 +243,123 @@ fn after_a_restart_a_prepared_claim_is_provisioned_before_its_object_bucket() {
             reclaim_policy: ReclaimPolicy::Retain
         }
     );
-    o.ob = Some(ob_for(&o.claim, "photos-abcd1234", Some("greenfield")));
-    assert_eq!(next_step(&o), Step::WriteSecret);
+    o.ob = Some(reserved(ob_for(
+        &o.claim,
+        "photos-abcd1234",
+        Some("greenfield"),
+    )));
+    assert!(matches!(next_step(&o), Step::ObtainAccess { .. }));
+    o.access = Some(access());
+    assert_eq!(next_step(&o), Step::CompleteObjectBucket);
+}
+
+#[test]
+fn a_greenfield_name_is_held_before_anything_is_reserved_and_released_after_teardown() {
+    let mut c = generated_claim();
+    prepare(&mut c, Some("photos-abcd1234"));
+    let mut o = observed(c, class(&[], None));
+    o.name_records = true;
+    assert_eq!(
+        next_step(&o),
+        Step::HoldBucketName {
+            bucket_name: "photos-abcd1234".into()
+        }
+    );
+    o.name_held = true;
+    assert!(matches!(next_step(&o), Step::CreateObjectBucket { .. }));
+    // A reserved ObjectBucket (an earlier pass held the name) needs no
+    // second look at the record.
+    o.name_held = false;
+    o.ob = Some(reserved(ob_for(
+        &o.claim,
+        "photos-abcd1234",
+        Some("greenfield"),
+    )));
+    assert!(matches!(next_step(&o), Step::ObtainAccess { .. }));
+
+    // The deletion releases the name last, after the bucket and the
+    // ObjectBucket are dealt with.
+    let mut o = deleting(o);
+    o.ob = None;
+    o.torn_down = true;
+    assert_eq!(
+        next_step(&o),
+        Step::ReleaseBucketName {
+            bucket_name: "photos-abcd1234".into()
+        }
+    );
+    o.name_released = true;
+    assert_eq!(next_step(&o), Step::RemoveClaimFinalizer);
+}
+
+#[test]
+fn brownfield_names_and_unconfigured_controllers_hold_no_name_record() {
+    let mut b = claim(ObjectBucketClaimSpec {
+        storage_class_name: "buckets".into(),
+        ..Default::default()
+    });
+    prepare(&mut b, None);
+    let mut o = observed(b, class(&[("bucketName", "shared-data")], None));
+    o.name_records = true;
+    assert!(matches!(next_step(&o), Step::CreateObjectBucket { .. }));
+
+    let mut c = generated_claim();
+    prepare(&mut c, Some("photos-abcd1234"));
+    let o = observed(c, class(&[], None));
+    assert!(!o.name_records);
+    assert!(matches!(next_step(&o), Step::CreateObjectBucket { .. }));
+    let mut o = deleting(o);
+    o.torn_down = true;
+    assert_eq!(next_step(&o), Step::RemoveClaimFinalizer);
+}
+
+#[test]
+fn a_class_switched_after_the_reservation_is_refused_until_switched_back() {
+    let mut c = generated_claim();
+    prepare(&mut c, Some("photos-abcd1234"));
+    let mut o = observed(c, class(&[], None));
+    o.ob = Some(reserved(ob_for(
+        &o.claim,
+        "photos-abcd1234",
+        Some("greenfield"),
+    )));
+    o.claim.spec.storage_class_name = "other".into();
+    let mut other = StorageClass::default();
+    other.metadata.name = Some("other".into());
+    other.provisioner = "example.com/bucket".into();
+    o.class = ClassState::Ours(Box::new(other));
+    match next_step(&o) {
+        Step::Reject(p) => {
+            assert_eq!(p.reason, "StorageClassChanged");
+            assert!(
+                p.message
+                    .contains("set spec.storageClassName back to \"buckets\""),
+                "{}",
+                p.message
+            );
+        }
+        other => panic!("expected a rejection, got {other:?}"),
+    }
+    // Switched to a class that does not exist, or another provisioner's:
+    // the recorded class still wins over waiting or ignoring.
+    o.class = ClassState::NotFound("other".into());
+    assert_eq!(reason(next_step(&o)), "StorageClassChanged");
+    o.class = ClassState::Foreign;
+    assert_eq!(reason(next_step(&o)), "StorageClassChanged");
+    // Set back: provisioning resumes on the recorded class.
+    o.claim.spec.storage_class_name = "buckets".into();
+    o.class = class(&[], None);
+    assert!(matches!(next_step(&o), Step::ObtainAccess { .. }));
+    // Deleting the claim tears down what the ObjectBucket records, whatever
+    // the claim names now.
+    o.claim.spec.storage_class_name = "other".into();
+    let o = deleting(o);
+    assert_eq!(
+        next_step(&o),
+        Step::Teardown {
+            delete_bucket: true
+        }
+    );
 }
 
 #[test]
@@ -549,7 +656,6 @@ fn brownfield_grants_access_to_the_class_bucket() {
     });
     prepare(&mut c, None);
     let mut o = observed(c, class(&[("bucketName", "shared-data")], None));
-    o.prepared_now = true;
     assert_eq!(
         next_step(&o),
         Step::CreateObjectBucket {

@@ -35,15 +35,18 @@ pub(super) async fn execute<P: Provisioner>(
     match step {
         Step::Ignore => Ok(Flow::Stop(Action::await_change())),
         Step::Done => Ok(Flow::Stop(Action::requeue(ctx.resync))),
-        Step::Reject(problem) => {
-            show_problem(o, ctx, ClaimPhase::Failed, &problem).await?;
-            Err(Error::InvalidClaim(problem.message))
-        }
+        Step::Reject(problem) => Err(reject(o, ctx, &problem).await),
         Step::Wait(problem) => {
             show_problem(o, ctx, ClaimPhase::Pending, &problem).await?;
             Err(Error::Waiting(problem.message))
         }
         Step::NameObjectBucket { name } => provision::name_object_bucket(name, o, ctx).await,
+        Step::HoldBucketName { bucket_name } => {
+            provision::hold_bucket_name(bucket_name, o, ctx).await
+        }
+        Step::ReleaseBucketName { bucket_name } => {
+            provision::release_bucket_name(bucket_name, o, ctx).await
+        }
         Step::PrepareClaim { generate_from } => {
             provision::prepare_claim(generate_from, o, ctx).await
         }
@@ -85,6 +88,19 @@ pub(super) async fn execute<P: Provisioner>(
         Step::ReleaseSecret => children::release_secret(o, ctx).await,
         Step::ReleaseConfigMap => children::release_config_map(o, ctx).await,
         Step::RemoveClaimFinalizer => teardown::remove_claim_finalizer(o, ctx).await,
+    }
+}
+
+/// Marks the claim Failed with `problem` and turns it into the error that
+/// drives the (slow) retry.
+pub(super) async fn reject<P: Provisioner>(
+    o: &mut Observed,
+    ctx: &Context<P>,
+    problem: &Problem,
+) -> Error {
+    match show_problem(o, ctx, ClaimPhase::Failed, problem).await {
+        Ok(()) => Error::InvalidClaim(problem.message.clone()),
+        Err(e) => e,
     }
 }
 

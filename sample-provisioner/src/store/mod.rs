@@ -30,17 +30,17 @@
 //! UID. The intent is written only when the bucket does not exist, with
 //! `If-None-Match: *`, and deleted once the marker is written (or when the
 //! claim goes). An unmarked bucket with an intent for a claim was therefore
-//! created for that claim; one without was not made by this provisioner
-//! (except by versions older than the intent, for which a name the library
-//! generated for the claim still counts: see
-//! [`S3Provisioner`](crate::s3::S3Provisioner)).
+//! created for that claim; one without was not made by this provisioner for
+//! it. A claim's annotations (the generated-name annotation included) never
+//! count: the claim's owner can write them, and naming an empty bucket
+//! someone else made would hand it over. An empty bucket left by a version
+//! older than the intent is refused with a message that says to delete it.
 //!
 //! The rules are the pure functions [`provision_step`] and [`delete_step`];
 //! [`Store::create_owned`] and [`Store::delete_owned`] gather what they need
 //! from the store and carry their answer out. A bucket that holds any object
 //! and no marker is never taken over, nor deleted, without an intent.
 
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -158,25 +158,19 @@ impl Store {
 
     /// Creates `bucket` for `owner`, or confirms that it already was.
     ///
-    /// `generated` says whether the library generated the name for this
-    /// claim; it is only called for an empty, unmarked bucket without an
-    /// intent of this claim. Errors: permanent when the bucket is not the
-    /// claim's ([`Refusal`]) or is the state bucket; retryable while another
-    /// claim's creation of the same name is unfinished; otherwise as
-    /// classified.
-    pub async fn create_owned<F, Fut>(
+    /// Errors: permanent when the bucket is not the claim's ([`Refusal`])
+    /// or is the state bucket; retryable while another claim's creation of
+    /// the same name is unfinished; otherwise as classified. Errors raised
+    /// before CreateBucket, or by it, say that nothing was created
+    /// ([`ProvisionError::nothing_created`]); later ones (the marker) do not.
+    pub async fn create_owned(
         &self,
         bucket: &str,
         owner: &Owner<'_>,
-        generated: F,
-    ) -> Result<Creation, ProvisionError>
-    where
-        F: FnOnce() -> Fut,
-        Fut: Future<Output = Result<bool, ProvisionError>>,
-    {
+    ) -> Result<Creation, ProvisionError> {
         if !self.uses_tags() {
             if bucket == self.state.name {
-                return Err(reserved(bucket));
+                return Err(reserved(bucket).with_nothing_created());
             }
             self.ensure_state_bucket().await?;
         }
@@ -191,7 +185,11 @@ impl Store {
                 // An earlier attempt's CreateBucket (or the SDK's retry of
                 // this one) created it: decide below, with the intent.
                 Ok(false) => found = self.find(bucket, false).await.map_err(into_error)?,
-                Err(e) => return self.settle_intent(bucket, Err(e), false).await,
+                Err(e) => {
+                    return self
+                        .settle_intent(bucket, Err(e.with_nothing_created()), false)
+                        .await;
+                }
             }
             true
         } else {
@@ -199,8 +197,7 @@ impl Store {
                 .await?
                 .is_some_and(|r| r.claim_uid == owner.claim_uid)
         };
-        let generated = needs_generated(&found, intent_ours) && generated().await?;
-        let step = provision_step(&found, owner.claim_uid, intent_ours, generated);
+        let step = provision_step(&found, owner.claim_uid, intent_ours);
         let mut keep_intent = false;
         let result = match step {
             ProvisionStep::Create => Err(ProvisionError::retryable(format!(
@@ -264,33 +261,24 @@ impl Store {
 
     /// Deletes `bucket` if it is `claim_uid`'s ([`delete_step`]); with
     /// `force`, deletes its objects first. Deletes the claim's creation
-    /// intent, if any, last. `recorded` as for [`delete_step`]; `generated`
-    /// as for [`create_owned`](Self::create_owned).
-    pub async fn delete_owned<F, Fut>(
+    /// intent, if any, last. `recorded` as for [`delete_step`].
+    pub async fn delete_owned(
         &self,
         bucket: &str,
         claim_uid: &str,
         force: bool,
         recorded: bool,
-        generated: F,
-    ) -> Result<Deletion, ProvisionError>
-    where
-        F: FnOnce() -> Fut,
-        Fut: Future<Output = Result<bool, ProvisionError>>,
-    {
+    ) -> Result<Deletion, ProvisionError> {
         let found = self.find(bucket, false).await.map_err(into_error)?;
         let intent_ours = self
             .intent(bucket)
             .await?
             .is_some_and(|r| r.claim_uid == claim_uid);
-        let generated = needs_generated(&found, intent_ours) && generated().await?;
-        let deletion = match delete_step(&found, claim_uid, intent_ours, generated, recorded) {
+        let deletion = match delete_step(&found, claim_uid, intent_ours, recorded) {
             DeleteStep::Gone => Deletion::AlreadyGone,
             DeleteStep::Denied => return Err(denied(bucket)),
             DeleteStep::Keep(kept) => Deletion::NotOurs(kept.to_string()),
             DeleteStep::Delete(basis) => {
-                // A generated name only vouches for an empty bucket.
-                let force = force && basis != Basis::GeneratedName;
                 let objects = if force {
                     self.purge(bucket).await?
                 } else {

@@ -214,7 +214,7 @@ impl Store {
     }
 
     /// Tags the bucket as `owner`'s, keeping its other tags. Not
-    /// conditional: the intent (or the generated name) already decided that
+    /// conditional: the intent already decided that
     /// the bucket is this claim's, and the tag is read back.
     pub(super) async fn put_owner_tag(
         &self,

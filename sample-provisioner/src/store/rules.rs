@@ -60,17 +60,17 @@ pub enum Found {
     },
 }
 
-/// Why a bucket without a marker belongs to a claim.
+/// Why a bucket without a marker belongs to a claim. Only what this
+/// provisioner recorded counts: its marker or tag, its creation intent, or
+/// the library's bound ObjectBucket. Nothing a claim's owner can write (the
+/// claim's annotations, its spec) is ever a reason: a claim naming an
+/// empty bucket someone else made would get it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Basis {
     /// It carries the claim's marker.
     Marker,
     /// The state bucket holds this claim's intent to create it.
     Intent,
-    /// The library generated its name for this claim (recorded on the
-    /// claim before the bucket is created, with a random suffix): a
-    /// creation interrupted by a version that wrote no intent.
-    GeneratedName,
     /// The claim's bound greenfield ObjectBucket records the bucket as
     /// created for it, by a provisioner that writes no marker (the Go
     /// `lib-bucket-provisioner`'s), and the claim was taken over.
@@ -82,7 +82,6 @@ impl fmt::Display for Basis {
         f.write_str(match self {
             Self::Marker => "it carries the claim's ownership marker",
             Self::Intent => "the state bucket records the claim's intent to create it",
-            Self::GeneratedName => "the library generated its name for the claim",
             Self::ObjectBucket => {
                 "the claim's bound ObjectBucket records it as created for the claim (by a provisioner that writes no marker)"
             }
@@ -101,8 +100,8 @@ pub enum Refusal {
     Foreign,
     /// No marker, objects in it, and no intent of this claim.
     UnmarkedWithData,
-    /// No marker, empty, and nothing says it was made for this claim: it
-    /// may be someone else's.
+    /// No marker, empty, and nothing this provisioner recorded says it was
+    /// made for this claim: it may be someone else's.
     Unclaimed,
     /// This claim's intent says it was created for the claim, but objects
     /// were written to it before it got its marker.
@@ -110,8 +109,20 @@ pub enum Refusal {
 }
 
 impl Refusal {
-    /// The permanent error the claim shows.
+    /// The permanent error the claim shows. Every refusal but
+    /// [`WrittenBeforeMarked`](Self::WrittenBeforeMarked) (a bucket created
+    /// for this claim) says that provision created nothing.
     pub fn into_error(self, bucket: &str, owner: &Owner<'_>) -> ProvisionError {
+        let made_for_claim = self == Self::WrittenBeforeMarked;
+        let error = self.describe(bucket, owner);
+        if made_for_claim {
+            error
+        } else {
+            error.with_nothing_created()
+        }
+    }
+
+    fn describe(self, bucket: &str, owner: &Owner<'_>) -> ProvisionError {
         match self {
             Self::OtherClaim(uid) => not_ours(bucket, Some(&uid)),
             Self::StateBucket => reserved(bucket),
@@ -145,22 +156,11 @@ pub enum ProvisionStep {
     Refuse(Refusal),
 }
 
-/// Whether the rules need to know if the library generated the bucket's
-/// name for the claim (a read of the claim): only for an empty, unmarked
-/// bucket without an intent of this claim.
-pub fn needs_generated(found: &Found, intent_ours: bool) -> bool {
-    *found == (Found::Unmarked { empty: true }) && !intent_ours
-}
-
-/// The provision rule. `intent_ours`: the state bucket holds this claim's
-/// intent for the bucket; `generated`: the library generated the name for
-/// this claim (only asked when [`needs_generated`]).
-pub fn provision_step(
-    found: &Found,
-    claim_uid: &str,
-    intent_ours: bool,
-    generated: bool,
-) -> ProvisionStep {
+/// The provision rule. `intent_ours`: the state bucket (or the intent
+/// ConfigMap) holds this claim's intent for the bucket. An empty bucket
+/// without marker or intent is refused, whatever the claim says about its
+/// name: it may be someone else's.
+pub fn provision_step(found: &Found, claim_uid: &str, intent_ours: bool) -> ProvisionStep {
     use ProvisionStep::{Create, Owned, Refuse, TakeOver};
     match found {
         Found::Absent => Create,
@@ -169,7 +169,6 @@ pub fn provision_step(
         Found::Marked(m) if m == claim_uid => Owned,
         Found::Marked(m) => Refuse(Refusal::OtherClaim(m.clone())),
         Found::Unmarked { empty: true } if intent_ours => TakeOver(Basis::Intent),
-        Found::Unmarked { empty: true } if generated => TakeOver(Basis::GeneratedName),
         Found::Unmarked { empty: true } => Refuse(Refusal::Unclaimed),
         Found::Unmarked { empty: false } if intent_ours => Refuse(Refusal::WrittenBeforeMarked),
         Found::Unmarked { empty: false } => Refuse(Refusal::UnmarkedWithData),
@@ -216,14 +215,14 @@ pub enum DeleteStep {
 
 /// The delete rule; arguments as for [`provision_step`], and `recorded`:
 /// the claim's bound (not reserved) greenfield ObjectBucket names the
-/// bucket. A generated name only counts for an empty bucket; an intent or
-/// the record also for one holding objects (forceDelete then decides, as for
-/// a marked bucket). A marker of another claim outweighs the record.
+/// bucket. An intent or the record counts for a bucket with or without
+/// objects (forceDelete then decides, as for a marked bucket). A marker of
+/// another claim outweighs the record; a bucket without marker, intent or
+/// record is kept, empty or not.
 pub fn delete_step(
     found: &Found,
     claim_uid: &str,
     intent_ours: bool,
-    generated: bool,
     recorded: bool,
 ) -> DeleteStep {
     use DeleteStep::{Delete, Denied, Gone, Keep};
@@ -235,7 +234,6 @@ pub fn delete_step(
         Found::Marked(m) => Keep(Kept::OtherClaim(m.clone())),
         Found::Unmarked { .. } if intent_ours => Delete(Basis::Intent),
         Found::Unmarked { .. } if recorded => Delete(Basis::ObjectBucket),
-        Found::Unmarked { empty: true } if generated => Delete(Basis::GeneratedName),
         Found::Unmarked { .. } => Keep(Kept::Unmarked),
     }
 }

@@ -58,38 +58,35 @@ const DATA: Found = Found::Unmarked { empty: false };
 #[test]
 fn provision_rule_table() {
     use ProvisionStep::*;
-    // (found, intent ours, generated for the claim) -> step
+    // (found, intent ours) -> step
     let table = [
-        (Found::Absent, false, false, Create),
-        (Found::Absent, true, false, Create),
-        (marked(UID), false, false, Owned),
-        (marked(UID), true, false, Owned),
+        (Found::Absent, false, Create),
+        (Found::Absent, true, Create),
+        (marked(UID), false, Owned),
+        (marked(UID), true, Owned),
         (
             marked("uid-b"),
-            true,
             true,
             Refuse(Refusal::OtherClaim("uid-b".into())),
         ),
         (
             marked(STATE_BUCKET_MARKER),
             true,
-            true,
             Refuse(Refusal::StateBucket),
         ),
-        (Found::Foreign, true, true, Refuse(Refusal::Foreign)),
-        (EMPTY, true, false, TakeOver(Basis::Intent)),
-        (EMPTY, true, true, TakeOver(Basis::Intent)),
-        (EMPTY, false, true, TakeOver(Basis::GeneratedName)),
-        (EMPTY, false, false, Refuse(Refusal::Unclaimed)),
-        (DATA, true, true, Refuse(Refusal::WrittenBeforeMarked)),
-        (DATA, false, true, Refuse(Refusal::UnmarkedWithData)),
-        (DATA, false, false, Refuse(Refusal::UnmarkedWithData)),
+        (Found::Foreign, true, Refuse(Refusal::Foreign)),
+        (EMPTY, true, TakeOver(Basis::Intent)),
+        // Whatever the claim says about the name (its generated-name
+        // annotation, which its owner can write): not this claim's.
+        (EMPTY, false, Refuse(Refusal::Unclaimed)),
+        (DATA, true, Refuse(Refusal::WrittenBeforeMarked)),
+        (DATA, false, Refuse(Refusal::UnmarkedWithData)),
     ];
-    for (found, intent, generated, step) in table {
+    for (found, intent, step) in table {
         assert_eq!(
-            provision_step(&found, UID, intent, generated),
+            provision_step(&found, UID, intent),
             step,
-            "{found:?} intent={intent} generated={generated}"
+            "{found:?} intent={intent}"
         );
     }
 }
@@ -98,26 +95,20 @@ fn provision_rule_table() {
 fn delete_rule_table() {
     use DeleteStep::*;
     let table = [
-        (Found::Absent, true, true, Gone),
-        (Found::Foreign, true, true, Denied),
-        (marked(UID), false, false, Delete(Basis::Marker)),
+        (Found::Absent, true, Gone),
+        (Found::Foreign, true, Denied),
+        (marked(UID), false, Delete(Basis::Marker)),
         (
             marked("uid-b"),
             true,
-            true,
             Keep(Kept::OtherClaim("uid-b".into())),
         ),
-        (
-            marked(STATE_BUCKET_MARKER),
-            true,
-            true,
-            Keep(Kept::StateBucket),
-        ),
-        (EMPTY, true, false, Delete(Basis::Intent)),
-        (DATA, true, false, Delete(Basis::Intent)),
-        (EMPTY, false, true, Delete(Basis::GeneratedName)),
-        (DATA, false, true, Keep(Kept::Unmarked)),
-        (EMPTY, false, false, Keep(Kept::Unmarked)),
+        (marked(STATE_BUCKET_MARKER), true, Keep(Kept::StateBucket)),
+        (EMPTY, true, Delete(Basis::Intent)),
+        (DATA, true, Delete(Basis::Intent)),
+        // An empty bucket someone else made, that a claim names: kept.
+        (EMPTY, false, Keep(Kept::Unmarked)),
+        (DATA, false, Keep(Kept::Unmarked)),
     ];
     // The ObjectBucket's record vouches for an unmarked bucket, with or
     // without objects, and never outweighs another claim's marker.
@@ -130,28 +121,33 @@ fn delete_rule_table() {
         ),
         (Found::Absent, DeleteStep::Gone),
     ] {
-        assert_eq!(
-            delete_step(&found, UID, false, false, true),
-            step,
-            "{found:?}"
-        );
+        assert_eq!(delete_step(&found, UID, false, true), step, "{found:?}");
     }
-    for (found, intent, generated, step) in table {
+    for (found, intent, step) in table {
         assert_eq!(
-            delete_step(&found, UID, intent, generated, false),
+            delete_step(&found, UID, intent, false),
             step,
-            "{found:?} intent={intent} generated={generated}"
+            "{found:?} intent={intent}"
         );
     }
 }
 
 #[test]
-fn the_claim_is_read_only_for_an_empty_unmarked_bucket_without_intent() {
-    for found in [Found::Absent, Found::Foreign, marked(UID), DATA] {
-        assert!(!needs_generated(&found, false), "{found:?}");
+fn refusals_say_nothing_was_created_unless_the_bucket_was_made_for_the_claim() {
+    for refusal in [
+        Refusal::OtherClaim("uid-b".into()),
+        Refusal::StateBucket,
+        Refusal::Foreign,
+        Refusal::UnmarkedWithData,
+        Refusal::Unclaimed,
+    ] {
+        let e = refusal.clone().into_error("b", &OWNER);
+        assert!(e.nothing_created(), "{refusal:?}");
     }
-    assert!(needs_generated(&EMPTY, false));
-    assert!(!needs_generated(&EMPTY, true));
+    // Created for this claim (its intent), objects written since: the
+    // library must keep its record of the bucket.
+    let e = Refusal::WrittenBeforeMarked.into_error("b", &OWNER);
+    assert!(!e.nothing_created());
 }
 
 /// An in-memory store: buckets (marker, object count) and intents.
@@ -212,13 +208,7 @@ impl Table {
 
     /// One provision attempt, in the order of `Store::create_owned`,
     /// dying after write number `crash_after` (`None`: never).
-    fn provision(
-        &mut self,
-        bucket: &str,
-        uid: &str,
-        generated: bool,
-        crash_after: Option<usize>,
-    ) -> Outcome {
+    fn provision(&mut self, bucket: &str, uid: &str, crash_after: Option<usize>) -> Outcome {
         let mut w = Writes::new(crash_after);
         let mut found = self.found(bucket);
         let mut intent = self.intent_of(bucket, uid);
@@ -240,8 +230,7 @@ impl Table {
             }
             found = self.found(bucket);
         }
-        let generated = needs_generated(&found, intent) && generated;
-        let outcome = match provision_step(&found, uid, intent, generated) {
+        let outcome = match provision_step(&found, uid, intent) {
             ProvisionStep::Create => unreachable!("the bucket exists now"),
             ProvisionStep::Owned => Outcome::Done,
             ProvisionStep::TakeOver(_) => {
@@ -270,18 +259,11 @@ impl Table {
     }
 
     /// One forced delete attempt, in the order of `Store::delete_owned`.
-    fn delete(
-        &mut self,
-        bucket: &str,
-        uid: &str,
-        generated: bool,
-        crash_after: Option<usize>,
-    ) -> Outcome {
+    fn delete(&mut self, bucket: &str, uid: &str, crash_after: Option<usize>) -> Outcome {
         let mut w = Writes::new(crash_after);
         let found = self.found(bucket);
         let intent = self.intent_of(bucket, uid);
-        let generated = needs_generated(&found, intent) && generated;
-        let outcome = match delete_step(&found, uid, intent, generated, false) {
+        let outcome = match delete_step(&found, uid, intent, false) {
             DeleteStep::Delete(_) => {
                 self.buckets.remove(bucket);
                 if w.dies() {
@@ -312,23 +294,23 @@ impl Table {
 fn every_interrupted_provision_converges() {
     for crash_after in 0..4 {
         let mut t = Table::default();
-        let first = t.provision("b", UID, false, Some(crash_after));
+        let first = t.provision("b", UID, Some(crash_after));
         assert_eq!(first, Outcome::Crashed, "write {crash_after}: {t:?}");
         let crashed = t.clone();
 
         let mut other = crashed.clone();
-        let outcome = other.provision("b", "uid-b", false, None);
+        let outcome = other.provision("b", "uid-b", None);
         assert_ne!(outcome, Outcome::Done, "write {crash_after}: {other:?}");
 
-        assert_eq!(t.provision("b", UID, false, None), Outcome::Done);
+        assert_eq!(t.provision("b", UID, None), Outcome::Done);
         assert_eq!(t.found("b"), marked(UID), "write {crash_after}");
         assert!(t.intents.is_empty(), "write {crash_after}: {t:?}");
-        assert_eq!(t.provision("b", UID, false, None), Outcome::Done);
+        assert_eq!(t.provision("b", UID, None), Outcome::Done);
 
         for delete_crash in [Some(0), Some(1), None] {
             let mut d = crashed.clone();
-            if d.delete("b", UID, false, delete_crash) == Outcome::Crashed {
-                assert_eq!(d.delete("b", UID, false, None), Outcome::Done);
+            if d.delete("b", UID, delete_crash) == Outcome::Crashed {
+                assert_eq!(d.delete("b", UID, None), Outcome::Done);
             }
             assert_eq!(d, Table::default(), "write {crash_after}");
         }
@@ -342,10 +324,10 @@ fn racing_claims_with_crashes_end_with_one_owner() {
     for a_crash in 0..4 {
         for b_crash in 0..4 {
             let mut t = Table::default();
-            t.provision("b", "uid-a", false, Some(a_crash));
-            t.provision("b", "uid-b", false, Some(b_crash));
-            let a = t.provision("b", "uid-a", false, None);
-            let b = t.provision("b", "uid-b", false, None);
+            t.provision("b", "uid-a", Some(a_crash));
+            t.provision("b", "uid-b", Some(b_crash));
+            let a = t.provision("b", "uid-a", None);
+            let b = t.provision("b", "uid-b", None);
             let done = [&a, &b].iter().filter(|o| ***o == Outcome::Done).count();
             assert_eq!(done, 1, "crashes {a_crash}/{b_crash}: {a:?} {b:?} {t:?}");
             assert!(t.intents.is_empty(), "crashes {a_crash}/{b_crash}: {t:?}");
@@ -353,45 +335,34 @@ fn racing_claims_with_crashes_end_with_one_owner() {
     }
 }
 
-/// A bucket that existed before the claim (empty, unmarked): refused
-/// for an exact name, and no intent is written for it, so neither a
-/// retry nor the claim's deletion touches it. Left by a version without
-/// intents for a generated name: taken over, or deleted with the claim.
+/// A bucket that existed before the claim (empty, unmarked): refused, and
+/// no intent is written for it, so neither a retry nor the claim's deletion
+/// touches it, whatever the claim says its name is (a generated-name
+/// annotation its owner wrote: the hijack of issue 25). Left by a version
+/// without intents: refused too, with a message saying to delete it.
 #[test]
-fn an_existing_unmarked_bucket_needs_an_intent_or_a_generated_name() {
+fn an_existing_unmarked_bucket_needs_an_intent() {
     let mut t = Table::default();
     t.buckets.insert("b".into(), (None, 0));
     let before = t.clone();
     assert_eq!(
-        t.provision("b", UID, false, None),
+        t.provision("b", UID, None),
         Outcome::Refused(Refusal::Unclaimed)
     );
     assert_eq!(t, before, "nothing written");
     assert_eq!(
-        t.provision("b", UID, false, None),
+        t.provision("b", UID, None),
         Outcome::Refused(Refusal::Unclaimed)
     );
-    assert_eq!(
-        t.delete("b", UID, false, None),
-        Outcome::Kept(Kept::Unmarked)
-    );
+    assert_eq!(t.delete("b", UID, None), Outcome::Kept(Kept::Unmarked));
     assert_eq!(t, before, "kept");
 
-    assert_eq!(t.provision("b", UID, true, None), Outcome::Done);
-    assert_eq!(t.found("b"), marked(UID));
-    let mut d = before.clone();
-    assert_eq!(d.delete("b", UID, true, None), Outcome::Done);
-    assert_eq!(d, Table::default());
-
-    // Holding data: never, even for a generated name.
+    // Holding data: never.
     let mut t = Table::default();
     t.buckets.insert("b".into(), (None, 3));
     assert_eq!(
-        t.provision("b", UID, true, None),
+        t.provision("b", UID, None),
         Outcome::Refused(Refusal::UnmarkedWithData)
     );
-    assert_eq!(
-        t.delete("b", UID, true, None),
-        Outcome::Kept(Kept::Unmarked)
-    );
+    assert_eq!(t.delete("b", UID, None), Outcome::Kept(Kept::Unmarked));
 }

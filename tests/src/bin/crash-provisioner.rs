@@ -17,7 +17,7 @@
 //! | `OBC_NAMESPACES` | all | comma-separated namespaces to serve |
 //! | `OBC_CONCURRENCY` | `8` | claims reconciled at once |
 //! | `OBC_LEADER_ELECT` | `false` | `true`: take part in leader election |
-//! | `POD_NAMESPACE` | `obc-system` | namespace of the Lease |
+//! | `POD_NAMESPACE` | `obc-system` | namespace of the Leases (leader election, bucket names) |
 //! | `OBC_LEASE_NAME` | the provisioner name, `/` → `-` | name of the Lease |
 //! | `POD_NAME` | `crash-provisioner-<pid>` | identity in the Lease and in Events |
 //! | `OBC_LEASE_DURATION_SECONDS` | `6` | lease duration (renewed every third) |
@@ -176,7 +176,8 @@ async fn run(config: Config) -> Result<(), Failure> {
     )
     .namespaces(config.namespaces.clone())
     .concurrency(config.concurrency)
-    .backoff(Duration::from_millis(100), config.backoff_max);
+    .backoff(Duration::from_millis(100), config.backoff_max)
+    .bucket_name_records(config.lease_namespace.clone());
     if config.leader_elect {
         builder = builder.leader_election(
             LeaderElection::new(

@@ -21,6 +21,14 @@ pub(crate) enum Step {
     /// one patch: nothing is created before the claim is protected and its
     /// name fixed.
     PrepareClaim { generate_from: Option<String> },
+    /// Take the record of a greenfield bucket name that the apiserver lets
+    /// only one claim create (a Lease in the provisioner's namespace), or
+    /// confirm this claim holds it: before anything is reserved or
+    /// provisioned. Held by another live claim: the claim is rejected.
+    HoldBucketName { bucket_name: String },
+    /// Let go of the claim's bucket name record: the last writes of a
+    /// deletion, after the teardown.
+    ReleaseBucketName { bucket_name: String },
     /// Create the ObjectBucket `obc-<ns>-<name>`: from the obtained access,
     /// or, in the pass that added the finalizer, reserved (no endpoint yet)
     /// before the provisioner is called, as the durable record outside the
@@ -104,6 +112,8 @@ impl Step {
             | Step::MarkClaimBound
             | Step::RemoveClaimFinalizer => true,
             Step::Ignore
+            | Step::HoldBucketName { .. }
+            | Step::ReleaseBucketName { .. }
             | Step::CreateObjectBucket { .. }
             | Step::ObtainAccess { .. }
             | Step::CompleteObjectBucket

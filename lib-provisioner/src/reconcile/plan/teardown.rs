@@ -69,6 +69,16 @@ pub(super) fn next_deletion_step(o: &Observed) -> Step {
             }
         }
     }
+    // The bucket is torn down or recorded (a Released ObjectBucket): the
+    // name's record goes, so that the name is free for a later claim.
+    if o.name_records
+        && !o.name_released
+        && let Some(bucket_name) = fixed_bucket_name(&o.claim)
+    {
+        return Step::ReleaseBucketName {
+            bucket_name: bucket_name.to_owned(),
+        };
+    }
     // The Secret and ConfigMap are the garbage collector's to delete, once
     // the claim is gone (their owner reference). Only children an older
     // version wrote with our finalizer need a write: the finalizer off.

@@ -5,15 +5,16 @@ use kube::ResourceExt;
 use kube::runtime::events::EventType;
 use tracing::info;
 
-use super::provisioner_failed;
+use super::{provisioner_failed, reject};
 use crate::api::{BucketOrigin, ReclaimPolicy};
 use crate::error::{Error, Result};
 use crate::failpoint;
 use crate::names;
 use crate::provisioner::{BucketRequest, Provisioner};
 use crate::reconcile::Context;
+use crate::reconcile::bucket_names::{self, Holding};
 use crate::reconcile::claim::{Flow, claim_key, refresh_claim};
-use crate::reconcile::plan::{self, ClassState, Observed};
+use crate::reconcile::plan::{self, ClassState, Observed, Problem};
 use crate::writes::{self, NewObjectBucket};
 
 /// Finalizer, label and a generated name in one patch, then a read-back.
@@ -38,7 +39,49 @@ pub(super) async fn prepare_claim<P: Provisioner>(
             action: "confirm the claim after adding the finalizer",
         });
     }
-    o.prepared_now = true;
+    Ok(Flow::Continue)
+}
+
+/// Takes the claim's greenfield bucket name (its Lease) before anything is
+/// reserved or provisioned; rejects the claim if another live claim holds it.
+pub(super) async fn hold_bucket_name<P: Provisioner>(
+    bucket_name: String,
+    o: &mut Observed,
+    ctx: &Context<P>,
+) -> Result<Flow> {
+    let Some(ns) = &ctx.name_records else {
+        o.name_held = true;
+        return Ok(Flow::Continue);
+    };
+    match bucket_names::hold(ctx, ns, &bucket_name, &o.claim).await? {
+        Holding::Ours => {
+            o.name_held = true;
+            failpoint::hit("after-bucket-name-held");
+            Ok(Flow::Continue)
+        }
+        Holding::Taken(holder) => {
+            let problem = Problem {
+                reason: "BucketNameTaken",
+                message: format!(
+                    "bucket {bucket_name:?} is already claimed by {holder}: choose another spec.bucketName, or use spec.generateBucketName"
+                ),
+            };
+            Err(reject(o, ctx, &problem).await)
+        }
+    }
+}
+
+/// Lets go of the claim's bucket name (a deletion, after the teardown).
+pub(super) async fn release_bucket_name<P: Provisioner>(
+    bucket_name: String,
+    o: &mut Observed,
+    ctx: &Context<P>,
+) -> Result<Flow> {
+    if let Some(ns) = &ctx.name_records {
+        bucket_names::release(ctx, ns, &bucket_name, &o.claim).await?;
+        failpoint::hit("after-bucket-name-released");
+    }
+    o.name_released = true;
     Ok(Flow::Continue)
 }
 
@@ -74,11 +117,15 @@ pub(super) async fn obtain_access<P: Provisioner>(
             Ok(Flow::Continue)
         }
         Err(source) => {
-            if let (false, Some(ob)) = (source.is_retryable(), &o.ob)
+            // Refused for good, and the provisioner says it made nothing:
+            // the reservation would only be something half-created. Any
+            // other failure may have left a bucket (CreateBucket done, the
+            // quota refused), and the reservation is its only record: it
+            // stays, and the claim's deletion tears down what it names.
+            if let (false, true, Some(ob)) =
+                (source.is_retryable(), source.nothing_created(), &o.ob)
                 && plan::is_reserved(ob)
             {
-                // Refused outright: no bucket was made, so the
-                // reservation would only be something half-created.
                 writes::remove_object_bucket(&ctx.client, ob).await?;
                 o.ob = None;
             }
