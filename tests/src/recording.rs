@@ -14,6 +14,7 @@ use async_trait::async_trait;
 use kube::api::{Api, PostParams};
 use kube::{Client, ResourceExt};
 use lib_provisioner::api::{ClaimPhase, ObjectBucketClaim, ObjectBucketClaimSpec};
+use lib_provisioner::provisioner::Revocation;
 use lib_provisioner::{
     BucketAccess, BucketRequest, ControllerBuilder, Credentials, ProvisionError, Provisioner,
     RotationRequest, TeardownRequest, UpdateRequest,
@@ -398,6 +399,13 @@ impl Provisioner for Recorder {
     }
 
     async fn revoke_previous(&self, req: &RotationRequest) -> Result<(), ProvisionError> {
+        self.revoke_previous_key(req).await.map(|_| ())
+    }
+
+    async fn revoke_previous_key(
+        &self,
+        req: &RotationRequest,
+    ) -> Result<Revocation, ProvisionError> {
         self.maybe_hang().await;
         let gate = self.lock().revoke_gate.clone();
         if let Some(gate) = gate {
@@ -407,10 +415,14 @@ impl Provisioner for Recorder {
         let key = req.previous_access_key_id.clone();
         s.calls.push(Call::RevokePrevious(key.clone()));
         Self::check_failing(&s)?;
-        if s.revoking == Revoking::Any {
-            s.live_keys.remove(&key);
-        }
-        Ok(())
+        let mode = s.revoking;
+        Ok(match mode {
+            Revoking::Any if s.live_keys.remove(&key).is_some() => Revocation::Revoked,
+            Revoking::Any => Revocation::AlreadyGone,
+            Revoking::Nothing => {
+                Revocation::Kept("the recording provisioner keeps every key".into())
+            }
+        })
     }
 }
 

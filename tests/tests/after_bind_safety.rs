@@ -32,9 +32,8 @@ use obc_tests::{TestEnv, wait_for};
 use serde_json::json;
 
 const T: Duration = Duration::from_secs(30);
-/// The ObjectBucket's record of the access key id the claim's Secret was
-/// given (`lib_provisioner::api::ACCESS_KEY_ANNOTATION`).
-const ACCESS_KEY_RECORD: &str = "objectbucket.io/access-key-id";
+/// The ObjectBucket's record of the access key id the claim's Secret was given.
+const ACCESS_KEY_RECORD: &str = lib_provisioner::api::ACCESS_KEY_ANNOTATION;
 
 async fn setup(namespaces: &[&str]) -> (TestEnv, Client) {
     let env = start_with_crds().await.expect("environment with the CRDs");
