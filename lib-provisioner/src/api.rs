@@ -91,7 +91,17 @@ pub const ROTATION_PENDING_ANNOTATION: &str = "objectbucket.io/rotation-pending"
 
 /// Annotation on an ObjectBucket: the access key id the pending rotation
 /// replaces (not a secret), revoked once the Secret holds the new one.
+/// Copied from [`ACCESS_KEY_ANNOTATION`] when the rotation starts, never
+/// from the claim's Secret (which its tenant can write).
 pub const ROTATION_PREVIOUS_KEY_ANNOTATION: &str = "objectbucket.io/rotation-previous-key";
+
+/// Annotation on an ObjectBucket: the access key id the library gave the
+/// claim's Secret (not a secret), recorded with the provisioner's
+/// `additionalState` before every Secret write (bind, repair, rotation).
+///
+/// The ObjectBucket is cluster-scoped and tenants cannot edit it, so this
+/// record, not the Secret, tells a rotation which key it replaces.
+pub const ACCESS_KEY_ANNOTATION: &str = "objectbucket.io/access-key-id";
 
 /// Annotation on an ObjectBucket: the last rotation done, or refused by the
 /// provisioner (then the claim's `CredentialsRotated` condition says why).

@@ -45,6 +45,9 @@ pub const AFTER_BIND_POINTS: &[&str] = &[
     // A rotation of credentials (the Secret's switch is after-secret-written).
     "after-rotation-started",
     "after-credentials-rotated",
+    // The new key and state recorded before the Secret's switch (also
+    // reached by a Secret's repair).
+    "after-access-recorded",
     "after-previous-credentials-revoked",
     "after-rotation-finished",
 ];

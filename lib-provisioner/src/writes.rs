@@ -15,10 +15,10 @@ use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 
 use crate::api::{
-    BUCKET_ORIGIN_ANNOTATION, BucketOrigin, BucketPhase, Endpoint, FINALIZER,
-    GENERATED_NAME_ANNOTATION, OBJECT_BUCKET_NAME_ANNOTATION, ObjectBucket, ObjectBucketClaim,
-    ObjectBucketClaimStatus, ObjectBucketSpec, ObjectBucketStatus, PROVISIONER_LABEL,
-    RESERVED_ANNOTATION, ReclaimPolicy,
+    ACCESS_KEY_ANNOTATION, BUCKET_ORIGIN_ANNOTATION, BucketOrigin, BucketPhase, Endpoint,
+    FINALIZER, GENERATED_NAME_ANNOTATION, OBJECT_BUCKET_NAME_ANNOTATION, ObjectBucket,
+    ObjectBucketClaim, ObjectBucketClaimStatus, ObjectBucketSpec, ObjectBucketStatus,
+    PROVISIONER_LABEL, RESERVED_ANNOTATION, ReclaimPolicy,
 };
 use crate::error::{Error, Result, is_status};
 use crate::provisioner::BucketAccess;
@@ -233,9 +233,14 @@ pub(crate) async fn create_object_bucket(
         BUCKET_ORIGIN_ANNOTATION.to_owned(),
         new.origin.as_str().to_owned(),
     )]);
-    if new.access.is_none() {
-        annotations.insert(RESERVED_ANNOTATION.to_owned(), "true".to_owned());
-    }
+    match new.access {
+        // The key the Secret is about to get: the record a rotation reads.
+        Some(access) => annotations.insert(
+            ACCESS_KEY_ANNOTATION.to_owned(),
+            access.credentials.access_key_id.clone(),
+        ),
+        None => annotations.insert(RESERVED_ANNOTATION.to_owned(), "true".to_owned()),
+    };
     for (key, value) in new.records {
         annotations.insert(key.to_owned(), value);
     }
@@ -261,8 +266,14 @@ pub(crate) async fn complete_object_bucket(
         ..access.endpoint.clone()
     };
     let patch = json!({
-        "metadata": { "annotations": { RESERVED_ANNOTATION: null } },
-        "spec": { "endpoint": endpoint, "additionalState": access.additional_state },
+        "metadata": { "annotations": {
+            RESERVED_ANNOTATION: null,
+            ACCESS_KEY_ANNOTATION: access.credentials.access_key_id,
+        } },
+        "spec": {
+            "endpoint": endpoint,
+            "additionalState": state_patch(ob, &access.additional_state),
+        },
     });
     Api::<ObjectBucket>::all(client.clone())
         .patch(&ob.name_any(), &params(), &Patch::Merge(patch))
@@ -311,14 +322,46 @@ pub(crate) async fn annotate_object_bucket(
     set_object_bucket_annotations(client, ob, &set, None).await
 }
 
+/// A merge patch of `spec.additionalState` that leaves it equal to `state`:
+/// the keys `ob` holds and `state` lacks are removed (a plain merge would
+/// keep them, and a teardown would read a key the provisioner dropped).
+fn state_patch(ob: &ObjectBucket, state: &BTreeMap<String, String>) -> serde_json::Value {
+    let mut patch = json!(state);
+    for key in ob.spec.additional_state.iter().flatten().map(|(k, _)| k) {
+        if !state.contains_key(key) {
+            patch[key] = serde_json::Value::Null;
+        }
+    }
+    patch
+}
+
+/// Records on an ObjectBucket, before the claim's Secret is written with
+/// `access`, the access key id it gets and the provisioner's state (which
+/// replaces the recorded one), in one patch guarded by its
+/// `resourceVersion`; `annotations` go in the same patch.
+pub(crate) async fn record_access(
+    client: &Client,
+    ob: &ObjectBucket,
+    access: &BucketAccess,
+    annotations: &[(&'static str, Option<String>)],
+) -> Result<ObjectBucket> {
+    let mut set = vec![(
+        ACCESS_KEY_ANNOTATION,
+        Some(access.credentials.access_key_id.clone()),
+    )];
+    set.extend_from_slice(annotations);
+    let state = state_patch(ob, &access.additional_state);
+    set_object_bucket_annotations(client, ob, &set, Some(state)).await
+}
+
 /// Sets (`Some`) or removes (`None`) annotations on an ObjectBucket, and
-/// optionally replaces its `spec.additionalState`, in one patch guarded by
-/// its `resourceVersion`.
+/// optionally patches its `spec.additionalState` (see [`state_patch`]), in
+/// one patch guarded by its `resourceVersion`.
 pub(crate) async fn set_object_bucket_annotations(
     client: &Client,
     ob: &ObjectBucket,
     annotations: &[(&'static str, Option<String>)],
-    additional_state: Option<&BTreeMap<String, String>>,
+    additional_state: Option<serde_json::Value>,
 ) -> Result<ObjectBucket> {
     let annotations: BTreeMap<&str, Option<&str>> = annotations
         .iter()

@@ -14,9 +14,10 @@ use async_trait::async_trait;
 use kube::api::{Api, PostParams};
 use kube::{Client, ResourceExt};
 use lib_provisioner::api::{ClaimPhase, ObjectBucketClaim, ObjectBucketClaimSpec};
+use lib_provisioner::provisioner::Revocation;
 use lib_provisioner::{
     BucketAccess, BucketRequest, ControllerBuilder, Credentials, ProvisionError, Provisioner,
-    TeardownRequest,
+    RotationRequest, TeardownRequest, UpdateRequest,
 };
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -30,6 +31,36 @@ pub enum Call {
     Grant(String),
     Delete(String),
     Revoke(String),
+    /// `update`, with the bucket name.
+    Update(String),
+    /// `rotate`, with the previous access key id the library handed in.
+    Rotate(String),
+    /// `revoke_previous`, with the access key id it was asked to revoke.
+    RevokePrevious(String),
+}
+
+/// How the recorder answers `rotate` (see [`Recorder::rotate_with`]); by
+/// default it cannot rotate, like the trait's default.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rotation {
+    /// A new access key id each time (`AK-<uid>-r<n>`), and a new
+    /// `additional_state` naming it (`key`, `rotation`; no `user`: a key
+    /// provisioning returned is dropped).
+    NewKey,
+    /// The claim's access key id kept, only the secret changed: a backend
+    /// that cannot issue a second key.
+    KeepKeyId,
+}
+
+/// How the recorder answers `revoke_previous`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Revoking {
+    /// Revokes whatever key it is handed (trusts the library completely).
+    #[default]
+    Any,
+    /// Keeps every key and says so: a backend whose keys cannot be removed
+    /// one by one.
+    Nothing,
 }
 
 #[derive(Default)]
@@ -45,6 +76,19 @@ struct State {
     failing: Option<(bool, String)>,
     /// Teardowns wait here while set.
     gate: Option<Gate>,
+    /// `rotate`'s answer; `None`: unsupported.
+    rotation: Option<Rotation>,
+    /// `revoke_previous`'s behaviour.
+    revoking: Revoking,
+    /// Rotations issued so far (numbers the new keys).
+    rotations: usize,
+    /// Access key id -> UID of the claim it was issued for, while it works.
+    live_keys: BTreeMap<String, String>,
+    /// `revoke_previous` waits here while set.
+    revoke_gate: Option<Gate>,
+    /// `update` refuses with this message (permanent) while set; otherwise
+    /// it is unsupported (the trait's default).
+    update_refusal: Option<String>,
 }
 
 /// Holds teardowns (Delete and Revoke) at their start until opened, so a
@@ -181,6 +225,37 @@ impl Recorder {
         }
     }
 
+    /// Makes `rotate` answer as `mode` says.
+    pub fn rotate_with(&self, mode: Rotation) {
+        self.lock().rotation = Some(mode);
+    }
+
+    /// Makes `revoke_previous` behave as `mode` says.
+    pub fn revoke_with(&self, mode: Revoking) {
+        self.lock().revoking = mode;
+    }
+
+    /// Makes `update` refuse (permanently) with `message`.
+    pub fn refuse_updates(&self, message: &str) {
+        self.lock().update_refusal = Some(message.to_owned());
+    }
+
+    /// Whether access key `key` still works (issued and not revoked).
+    pub fn key_works(&self, key: &str) -> bool {
+        self.lock().live_keys.contains_key(key)
+    }
+
+    /// Makes every later `revoke_previous` wait at the returned gate until
+    /// it opens: a rotation stopped after the Secret's switch.
+    pub fn hold_revocations(&self) -> Gate {
+        let gate = Gate {
+            entered: Arc::new(tokio::sync::watch::channel(0).0),
+            open: Arc::new(tokio::sync::watch::channel(false).0),
+        };
+        self.lock().revoke_gate = Some(gate.clone());
+        gate
+    }
+
     fn check_failing(s: &State) -> Result<(), ProvisionError> {
         match &s.failing {
             Some((true, m)) => Err(ProvisionError::retryable(m.clone())),
@@ -224,7 +299,12 @@ impl Provisioner for Recorder {
             )));
         }
         s.grants.insert(req.claim.uid.clone());
-        Ok(Self::access(&req.claim.uid))
+        let access = Self::access(&req.claim.uid);
+        s.live_keys.insert(
+            access.credentials.access_key_id.clone(),
+            req.claim.uid.clone(),
+        );
+        Ok(access)
     }
 
     async fn grant(&self, req: &BucketRequest) -> Result<BucketAccess, ProvisionError> {
@@ -239,7 +319,12 @@ impl Provisioner for Recorder {
             )));
         }
         s.grants.insert(req.claim.uid.clone());
-        Ok(Self::access(&req.claim.uid))
+        let access = Self::access(&req.claim.uid);
+        s.live_keys.insert(
+            access.credentials.access_key_id.clone(),
+            req.claim.uid.clone(),
+        );
+        Ok(access)
     }
 
     async fn delete(&self, req: &TeardownRequest) -> Result<(), ProvisionError> {
@@ -263,6 +348,81 @@ impl Provisioner for Recorder {
         Self::check_failing(&s)?;
         s.grants.remove(&req.claim.uid);
         Ok(())
+    }
+
+    async fn update(&self, req: &UpdateRequest) -> Result<(), ProvisionError> {
+        self.maybe_hang().await;
+        let mut s = self.lock();
+        s.calls.push(Call::Update(req.bucket.bucket_name.clone()));
+        Self::check_failing(&s)?;
+        match &s.update_refusal {
+            Some(message) => Err(ProvisionError::permanent(message.clone())),
+            None => Err(ProvisionError::unsupported(
+                "the recording provisioner applies no changes to spec.additionalConfig",
+            )),
+        }
+    }
+
+    async fn rotate(&self, req: &RotationRequest) -> Result<BucketAccess, ProvisionError> {
+        self.maybe_hang().await;
+        let mut s = self.lock();
+        s.calls
+            .push(Call::Rotate(req.previous_access_key_id.clone()));
+        Self::check_failing(&s)?;
+        let uid = req.bucket.claim.uid.clone();
+        s.rotations += 1;
+        let n = s.rotations;
+        let key = match s.rotation {
+            None => {
+                return Err(ProvisionError::unsupported(
+                    "the recording provisioner was not asked to rotate",
+                ));
+            }
+            Some(Rotation::NewKey) => format!("AK-{uid}-r{n}"),
+            Some(Rotation::KeepKeyId) => format!("AK-{uid}"),
+        };
+        s.live_keys.insert(key.clone(), uid.clone());
+        let mut access = BucketAccess::new(
+            "s3.test.local",
+            9000,
+            Credentials::new(key.clone(), format!("SK-{uid}-r{n}")),
+        )
+        .with_region("test-1");
+        if s.rotation == Some(Rotation::NewKey) {
+            access = access
+                .with_state("key", key)
+                .with_state("rotation", req.rotation.clone());
+        } else {
+            access = access.with_state("user", format!("user-{uid}"));
+        }
+        Ok(access)
+    }
+
+    async fn revoke_previous(&self, req: &RotationRequest) -> Result<(), ProvisionError> {
+        self.revoke_previous_key(req).await.map(|_| ())
+    }
+
+    async fn revoke_previous_key(
+        &self,
+        req: &RotationRequest,
+    ) -> Result<Revocation, ProvisionError> {
+        self.maybe_hang().await;
+        let gate = self.lock().revoke_gate.clone();
+        if let Some(gate) = gate {
+            gate.pass().await;
+        }
+        let mut s = self.lock();
+        let key = req.previous_access_key_id.clone();
+        s.calls.push(Call::RevokePrevious(key.clone()));
+        Self::check_failing(&s)?;
+        let mode = s.revoking;
+        Ok(match mode {
+            Revoking::Any if s.live_keys.remove(&key).is_some() => Revocation::Revoked,
+            Revoking::Any => Revocation::AlreadyGone,
+            Revoking::Nothing => {
+                Revocation::Kept("the recording provisioner keeps every key".into())
+            }
+        })
     }
 }
 

@@ -66,6 +66,7 @@
 pub mod access;
 pub mod error;
 pub mod request;
+pub mod revocation;
 
 use std::sync::Arc;
 
@@ -74,6 +75,7 @@ use async_trait::async_trait;
 pub use access::{BucketAccess, Credentials};
 pub use error::{BoxError, ErrorKind, ProvisionError};
 pub use request::{BucketRequest, ClaimIdentity, RotationRequest, TeardownRequest, UpdateRequest};
+pub use revocation::Revocation;
 
 /// An object store backend. See the [module docs](self) for the contract.
 ///
@@ -115,12 +117,18 @@ pub trait Provisioner: Send + Sync + 'static {
     }
 
     /// Issue new credentials for a Bound claim's bucket while the previous
-    /// ones (`req.previous_access_key_id`) keep working: the library writes
-    /// them into the claim's Secret, then calls
-    /// [`revoke_previous`](Self::revoke_previous). Called again after a
-    /// crash before the Secret was switched (with the same `req.rotation`):
-    /// credentials issued by the earlier call and never handed out may be
-    /// replaced.
+    /// ones (`req.previous_access_key_id`) keep working: the library records
+    /// their access key id and `additional_state` on the ObjectBucket,
+    /// writes them into the claim's Secret, then calls
+    /// [`revoke_previous_key`](Self::revoke_previous_key). Called again
+    /// after a crash before the Secret was switched (with the same
+    /// `req.rotation`): credentials issued by the earlier call and never
+    /// handed out may be replaced.
+    ///
+    /// Return a new access key id: one equal to the previous cannot be
+    /// revoked without cutting the claim off, so the library then writes
+    /// the returned secret, revokes nothing, and ends the rotation with
+    /// `CredentialsRotated=False` (reason `KeyIdUnchanged`).
     ///
     /// The default cannot rotate and says so: the claim gets a
     /// `CredentialsRotated=False` condition and an Event.
@@ -134,9 +142,34 @@ pub trait Provisioner: Send + Sync + 'static {
     /// Revoke `req.previous_access_key_id`, which the claim's Secret no
     /// longer holds. Idempotent: called again after a crash. The default
     /// does nothing (for provisioners that cannot rotate).
+    ///
+    /// The library calls [`revoke_previous_key`](Self::revoke_previous_key),
+    /// whose default calls this one; implement that one instead to say
+    /// what was revoked.
     async fn revoke_previous(&self, req: &RotationRequest) -> Result<(), ProvisionError> {
         let _ = req;
         Ok(())
+    }
+
+    /// Revoke `req.previous_access_key_id` as
+    /// [`revoke_previous`](Self::revoke_previous) does, and say what
+    /// happened to it: revoked now, already gone (a repeat after a crash),
+    /// or kept (and why). The claim's `CredentialsRotated` condition and
+    /// Event say exactly that; a kept key shows `CredentialsRotated=False`.
+    ///
+    /// The key is the one the library recorded for the claim (its own
+    /// record on the ObjectBucket, never the tenant's Secret); still,
+    /// revoke only keys this provisioner issued for `req.bucket.claim`.
+    ///
+    /// The default calls `revoke_previous` and reports
+    /// [`Revocation::Unreported`].
+    async fn revoke_previous_key(
+        &self,
+        req: &RotationRequest,
+    ) -> Result<Revocation, ProvisionError> {
+        self.revoke_previous(req)
+            .await
+            .map(|()| Revocation::Unreported)
     }
 }
 
@@ -164,6 +197,9 @@ macro_rules! forward {
             }
             async fn revoke_previous(&self, req: &RotationRequest) -> Result<(), ProvisionError> {
                 (**self).revoke_previous(req).await
+            }
+            async fn revoke_previous_key(&self, req: &RotationRequest) -> Result<Revocation, ProvisionError> {
+                (**self).revoke_previous_key(req).await
             }
         }
     )*};

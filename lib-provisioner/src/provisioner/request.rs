@@ -371,8 +371,9 @@ pub struct RotationRequest {
     /// The value of the claim's rotation annotation: the same for every
     /// retry of one rotation.
     pub rotation: String,
-    /// The access key id the rotation replaces (what the claim's Secret
-    /// held when the rotation began).
+    /// The access key id the rotation replaces: the one the library
+    /// recorded giving the claim's Secret (on the ObjectBucket), never read
+    /// from the Secret, which its tenant can write.
     pub previous_access_key_id: String,
     /// What [`BucketAccess::additional_state`](super::BucketAccess::additional_state)
     /// held at provisioning.

@@ -210,7 +210,8 @@ async fn reobserve<P: Provisioner>(o: &mut Observed, ctx: &Context<P>) -> Result
     let fresh = observe(&claim, ctx, Source::Api).await?;
     *o = Observed {
         access: o.access.take(),
-        previous_revoked: o.previous_revoked,
+        rotated_now: o.rotated_now,
+        revocation: o.revocation.take(),
         torn_down: o.torn_down,
         name_held: o.name_held,
         name_released: o.name_released,

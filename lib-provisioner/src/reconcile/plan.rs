@@ -21,7 +21,7 @@ use crate::api::{
     BUCKET_ORIGIN_ANNOTATION, BucketOrigin, BucketPhase, ObjectBucket, ObjectBucketClaim,
     ReclaimPolicy,
 };
-use crate::provisioner::BucketAccess;
+use crate::provisioner::{BucketAccess, Revocation};
 
 mod meta;
 mod names;
@@ -31,7 +31,8 @@ mod step;
 mod teardown;
 
 pub(crate) use meta::{
-    annotation, claim_ref_matches, fixed_bucket_name, has_finalizer, has_label, owned_by,
+    annotation, claim_ref_matches, fixed_bucket_name, has_finalizer, has_label, holds_generation,
+    owned_by,
 };
 use meta::{child_is_adopted, claim_status_is_bound, config_refused};
 use names::brownfield_bucket;
@@ -75,10 +76,15 @@ pub(crate) struct Observed {
     /// The ConfigMap's data is not what the ObjectBucket's endpoint gives.
     pub config_map_drifted: bool,
     /// The access key id the Secret holds: read while a rotation is asked
-    /// for or under way, and set by this pass's own Secret write.
+    /// for or under way, and set by this pass's own Secret write. It only
+    /// tells whether the Secret was switched; which key a rotation replaces
+    /// comes from the ObjectBucket's record, never from here.
     pub secret_key_id: Option<String>,
-    /// The rotation's previous credentials were revoked in this pass.
-    pub previous_revoked: bool,
+    /// `access` was issued by the provisioner's `rotate` in this pass.
+    pub rotated_now: bool,
+    /// What the provisioner did with the rotation's previous key, in this
+    /// pass.
+    pub revocation: Option<Revocation>,
     /// The provisioner's teardown ran during this pass.
     pub torn_down: bool,
     /// Greenfield bucket names are held through a record the apiserver
@@ -112,7 +118,8 @@ impl Observed {
             secret_drifted: false,
             config_map_drifted: false,
             secret_key_id: None,
-            previous_revoked: false,
+            rotated_now: false,
+            revocation: None,
             torn_down: false,
             name_records: false,
             name_held: false,
@@ -341,7 +348,13 @@ fn live_step(o: &Observed, v: Valid<'_>) -> Step {
     }
     let reserved = o.ob.as_ref().is_some_and(is_reserved);
     let secret_needed = o.secret.is_none() || o.secret_drifted || is_deleting(o.secret.as_ref());
-    if o.access.is_none() && (o.ob.is_none() || reserved || secret_needed) {
+    // A rotation needs the library's record of the Secret's key; an older
+    // ObjectBucket has none, and the Secret's word is the tenant's: the
+    // provisioner's own answer (as for a repair) is recorded first.
+    let key_unknown =
+        o.ob.as_ref()
+            .is_some_and(|ob| !reserved && rotation::needs_key_record(o, ob));
+    if o.access.is_none() && (o.ob.is_none() || reserved || secret_needed || key_unknown) {
         return Step::ObtainAccess {
             bucket_name,
             origin: v.origin,
@@ -367,6 +380,9 @@ fn live_step(o: &Observed, v: Valid<'_>) -> Step {
     let missing = records::missing(ob, &o.claim, &o.class);
     if !missing.is_empty() {
         return Step::RecordObjectBucket { records: missing };
+    }
+    if records::access_unrecorded(o, ob) {
+        return Step::RecordAccess;
     }
     children_step(o).unwrap_or_else(|| binding_step(o, ob))
 }

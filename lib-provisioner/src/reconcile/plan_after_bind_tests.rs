@@ -7,9 +7,11 @@ use std::collections::BTreeMap;
 use super::tests::{bound_state, class, deleting, generated_claim, ob_for, observed};
 use super::*;
 use crate::api::{
-    APPLIED_CONFIG_ANNOTATION, CLASS_PARAMETERS_ANNOTATION, ClaimPhase,
-    OBJECT_BUCKET_NAME_ANNOTATION,
+    ACCESS_KEY_ANNOTATION, APPLIED_CONFIG_ANNOTATION, CLASS_PARAMETERS_ANNOTATION, ClaimPhase,
+    OBJECT_BUCKET_NAME_ANNOTATION, ROTATED_ANNOTATION, ROTATION_PENDING_ANNOTATION,
+    ROTATION_PREVIOUS_KEY_ANNOTATION,
 };
+use crate::provisioner::{BucketAccess, Credentials, Revocation};
 use crate::reconcile::status;
 
 fn with_config(mut o: Observed, key: &str, value: &str) -> Observed {
@@ -214,6 +216,12 @@ fn an_edited_secret_gets_fresh_credentials_and_an_edited_config_map_is_rewritten
         9000,
         crate::provisioner::Credentials::new("id", "secret"),
     ));
+    // The same key and state as recorded: written at once.
+    assert_eq!(next_step(&o), Step::WriteSecret);
+    // Another key (or state): recorded before the Secret is written.
+    o.access = Some(access("id-2"));
+    assert_eq!(next_step(&o), Step::RecordAccess);
+    record(&mut o, ACCESS_KEY_ANNOTATION, "id-2");
     assert_eq!(next_step(&o), Step::WriteSecret);
 
     let mut o = bound_state();
@@ -266,20 +274,46 @@ fn rotation_asked(o: &mut Observed, value: &str) {
         .insert(crate::api::ROTATE_ANNOTATION.into(), value.into());
 }
 
-#[test]
-fn a_rotation_issues_then_switches_then_revokes_then_finishes() {
-    use crate::api::{
-        ROTATED_ANNOTATION, ROTATION_PENDING_ANNOTATION, ROTATION_PREVIOUS_KEY_ANNOTATION,
-    };
+fn access(key: &str) -> BucketAccess {
+    BucketAccess::new("s3.local", 9000, Credentials::new(key, "secret"))
+}
+
+/// An ObjectBucket of an older version: no record of the Secret's key.
+fn unrecorded(mut o: Observed) -> Observed {
+    if let Some(ob) = o.ob.as_mut() {
+        ob.metadata
+            .annotations
+            .get_or_insert_default()
+            .remove(ACCESS_KEY_ANNOTATION);
+    }
+    o
+}
+
+/// A Bound claim whose ObjectBucket records that its Secret got `key`.
+fn bound_with_key(key: &str) -> Observed {
     let mut o = bound_state();
+    record(&mut o, ACCESS_KEY_ANNOTATION, key);
+    o
+}
+
+fn pending(o: &mut Observed, rotation: &str, previous: &str) {
+    record(o, ROTATION_PENDING_ANNOTATION, rotation);
+    record(o, ROTATION_PREVIOUS_KEY_ANNOTATION, previous);
+}
+
+/// This pass's `rotate` returned `key`.
+fn rotated(o: &mut Observed, key: &str) {
+    o.access = Some(access(key));
+    o.rotated_now = true;
+    o.config_map_synced = true;
+}
+
+#[test]
+fn a_rotation_issues_then_records_then_switches_then_revokes_then_finishes() {
+    let mut o = bound_with_key("old");
     rotation_asked(&mut o, "t1");
-    // The executor reads the key the Secret holds before anything is decided.
-    assert_eq!(
-        next_step(&o),
-        Step::Done,
-        "nothing without the Secret's key"
-    );
-    o.secret_key_id = Some("old".into());
+    // The key replaced is the ObjectBucket's record, not the Secret's word.
+    o.secret_key_id = Some("someone-elses".into());
     assert_eq!(
         next_step(&o),
         Step::StartRotation {
@@ -287,54 +321,177 @@ fn a_rotation_issues_then_switches_then_revokes_then_finishes() {
             previous: "old".into()
         }
     );
-    record(&mut o, ROTATION_PENDING_ANNOTATION, "t1");
-    record(&mut o, ROTATION_PREVIOUS_KEY_ANNOTATION, "old");
+    pending(&mut o, "t1", "old");
+    o.secret_key_id = Some("old".into());
     // Restarted here, or after the provisioner issued (nothing recorded):
-    // the Secret still holds the previous key, so issue.
+    // the record still says the previous key, so issue.
+    let rotate = Step::RotateCredentials {
+        rotation: "t1".into(),
+        previous: "old".into(),
+    };
+    assert_eq!(next_step(&o), rotate);
+    rotated(&mut o, "new");
     assert_eq!(
         next_step(&o),
-        Step::RotateCredentials {
-            rotation: "t1".into(),
-            previous: "old".into()
-        }
+        Step::RecordAccess,
+        "recorded before the switch"
     );
-    o.access = Some(crate::provisioner::BucketAccess::new(
-        "s3.local",
-        9000,
-        crate::provisioner::Credentials::new("new", "secret"),
-    ));
-    // (The rotation's endpoint is the one recorded: the ConfigMap stands.)
-    o.config_map_synced = true;
+    record(&mut o, ACCESS_KEY_ANNOTATION, "new");
     assert_eq!(next_step(&o), Step::WriteSecret, "switch before revoking");
     o.secret_synced = true;
     o.secret_key_id = Some("new".into());
+    let revoke = Step::RevokePreviousCredentials {
+        rotation: "t1".into(),
+        previous: "old".into(),
+    };
+    assert_eq!(next_step(&o), revoke);
+    o.revocation = Some(Revocation::Revoked);
     assert_eq!(
         next_step(&o),
-        Step::RevokePreviousCredentials {
+        Step::FinishRotation {
             rotation: "t1".into(),
             previous: "old".into()
         }
     );
-    o.previous_revoked = true;
-    assert_eq!(
-        next_step(&o),
-        Step::FinishRotation {
-            rotation: "t1".into()
-        }
-    );
     // Restarted after the switch: revoke again (idempotent), then finish.
-    o.previous_revoked = false;
+    o.revocation = None;
     o.access = None;
-    assert!(matches!(
-        next_step(&o),
-        Step::RevokePreviousCredentials { .. }
-    ));
+    o.rotated_now = false;
+    assert_eq!(next_step(&o), revoke);
     // Done: the record ends it; the same value asks for nothing more.
-    let mut done = bound_state();
+    let mut done = bound_with_key("new");
     rotation_asked(&mut done, "t1");
     done.secret_key_id = Some("new".into());
     record(&mut done, ROTATED_ANNOTATION, "t1");
     assert_eq!(next_step(&done), Step::Done);
     rotation_asked(&mut done, "t2");
     assert!(matches!(next_step(&done), Step::StartRotation { .. }));
+}
+
+#[test]
+fn a_crash_between_the_record_and_the_switch_issues_again() {
+    // The new key is recorded, the Secret still holds the previous one.
+    let mut o = bound_with_key("new");
+    rotation_asked(&mut o, "t1");
+    pending(&mut o, "t1", "old");
+    o.secret_key_id = Some("old".into());
+    assert!(matches!(next_step(&o), Step::RotateCredentials { previous, .. } if previous == "old"));
+    // A tenant writing the recorded key into the Secret only makes the
+    // library revoke the claim's own recorded previous key.
+    o.secret_key_id = Some("new".into());
+    assert!(
+        matches!(next_step(&o), Step::RevokePreviousCredentials { previous, .. } if previous == "old")
+    );
+    // Any other key in the Secret: not switched, issue again.
+    o.secret_key_id = Some("someone-elses".into());
+    assert!(matches!(next_step(&o), Step::RotateCredentials { .. }));
+}
+
+#[test]
+fn a_rotation_that_returns_the_previous_key_id_ends_after_writing_its_secret() {
+    let mut o = bound_with_key("same");
+    rotation_asked(&mut o, "t1");
+    pending(&mut o, "t1", "same");
+    o.secret_key_id = Some("same".into());
+    rotated(&mut o, "same");
+    // The state may have changed: recorded; then the secret is written
+    // (the old one may be dead already), then the rotation ends.
+    o.access = Some(access("same").with_state("v", "2"));
+    assert_eq!(next_step(&o), Step::RecordAccess);
+    if let Some(ob) = o.ob.as_mut() {
+        ob.spec.additional_state = Some(BTreeMap::from([("v".into(), "2".into())]));
+    }
+    assert_eq!(next_step(&o), Step::WriteSecret);
+    o.secret_synced = true;
+    assert!(matches!(
+        next_step(&o),
+        Step::EndRotation { problem, .. } if problem.reason == "KeyIdUnchanged" && problem.message.contains("\"same\"")
+    ));
+    // Access from a repair (not rotate) with the same key is no such thing.
+    o.rotated_now = false;
+    assert!(matches!(next_step(&o), Step::RotateCredentials { .. }));
+}
+
+#[test]
+fn an_older_object_bucket_records_the_provisioners_answer_before_rotating() {
+    // No record of the Secret's key: the Secret's word is not taken.
+    let mut o = unrecorded(bound_state());
+    rotation_asked(&mut o, "t1");
+    o.secret_key_id = Some("someone-elses".into());
+    assert!(matches!(next_step(&o), Step::ObtainAccess { .. }));
+    o.access = Some(access("mine"));
+    assert_eq!(next_step(&o), Step::RecordAccess);
+    record(&mut o, ACCESS_KEY_ANNOTATION, "mine");
+    assert_eq!(next_step(&o), Step::WriteSecret);
+    o.secret_synced = true;
+    o.config_map_synced = true;
+    o.secret_key_id = Some("mine".into());
+    assert_eq!(
+        next_step(&o),
+        Step::StartRotation {
+            rotation: "t1".into(),
+            previous: "mine".into()
+        }
+    );
+    // Its class gone, nothing can re-issue: the rotation ends, saying why.
+    let mut o = unrecorded(bound_state());
+    rotation_asked(&mut o, "t1");
+    o.secret_key_id = Some("someone-elses".into());
+    o.class = ClassState::NotFound("buckets".into());
+    assert!(matches!(
+        next_step(&o),
+        Step::EndRotation { problem, .. } if problem.reason == "RotationNeedsStorageClass"
+    ));
+}
+
+#[test]
+fn recorded_state_is_replaced_exactly() {
+    let mut o = bound_with_key("k");
+    if let Some(ob) = o.ob.as_mut() {
+        ob.spec.additional_state = Some(BTreeMap::from([
+            ("user".into(), "u".into()),
+            ("old".into(), "x".into()),
+        ]));
+    }
+    // Same key, a state with a key dropped: recorded again.
+    o.access = Some(access("k").with_state("user", "u"));
+    o.secret_drifted = true;
+    assert_eq!(next_step(&o), Step::RecordAccess);
+    if let Some(ob) = o.ob.as_mut() {
+        ob.spec.additional_state = Some(BTreeMap::from([("user".into(), "u".into())]));
+    }
+    assert_eq!(next_step(&o), Step::WriteSecret);
+}
+
+#[test]
+fn a_refused_config_holds_the_generation_through_a_later_problem() {
+    let mut o = with_config(bound_state(), "maxSize", "2Gi");
+    let refused = status::with_condition(
+        &o.claim,
+        o.claim.status.clone().unwrap_or_default(),
+        status::CONFIG_APPLIED_CONDITION,
+        false,
+        "UpdateRefused",
+        "no",
+    );
+    o.claim.status = Some(refused);
+    assert!(holds_generation(&o));
+    // A problem shown meanwhile keeps observedGeneration (1, not 2).
+    let problem = status::desired(
+        &o.claim,
+        ClaimPhase::Pending,
+        "ProvisionerUnavailable",
+        "down",
+    );
+    let shown = status::keeping_observed_generation(&o.claim, problem);
+    assert_eq!(shown.observed_generation, Some(1));
+    o.claim.status = Some(shown);
+    // Once it passes: Bound again, not updated again.
+    assert_eq!(next_step(&o), Step::MarkClaimBound);
+    let bound = status::desired(&o.claim, ClaimPhase::Bound, "Provisioned", "ok");
+    o.claim.status = Some(status::keeping_observed_generation(&o.claim, bound));
+    assert_eq!(next_step(&o), Step::Done);
+    // Applied (the spec reverted, or a new edit applied): not held.
+    record(&mut o, APPLIED_CONFIG_ANNOTATION, r#"{"maxSize":"2Gi"}"#);
+    assert!(!holds_generation(&o));
 }

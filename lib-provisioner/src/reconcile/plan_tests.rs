@@ -92,6 +92,8 @@ pub(super) fn ob_for(c: &ObjectBucketClaim, bucket: &str, origin: Option<&str>) 
                 records::encode(&records::wanted_config(c)),
             ),
             (CLASS_PARAMETERS_ANNOTATION.into(), "{}".into()),
+            // The key of `access()`, recorded with the endpoint.
+            (crate::api::ACCESS_KEY_ANNOTATION.into(), "id".into()),
         ]));
     }
     ob

@@ -104,6 +104,17 @@ pub(crate) fn desired(
     }
 }
 
+/// `status` with the `observedGeneration` the claim's status has now: for
+/// a Bound claim whose current spec is not applied (its config refused or
+/// pending), which a problem shown meanwhile must not claim to observe.
+pub(crate) fn keeping_observed_generation(
+    claim: &ObjectBucketClaim,
+    mut status: ObjectBucketClaimStatus,
+) -> ObjectBucketClaimStatus {
+    status.observed_generation = claim.status.as_ref().and_then(|s| s.observed_generation);
+    status
+}
+
 /// Whether writing `desired` would change anything a reader sees.
 pub(crate) fn differs(claim: &ObjectBucketClaim, desired: &ObjectBucketClaimStatus) -> bool {
     let Some(current) = &claim.status else {

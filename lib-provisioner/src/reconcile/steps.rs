@@ -80,7 +80,11 @@ pub(super) async fn execute<P: Provisioner>(
         Step::RevokePreviousCredentials { rotation, previous } => {
             rotation::revoke_previous(rotation, previous, o, ctx).await
         }
-        Step::FinishRotation { rotation } => rotation::finish(rotation, o, ctx).await,
+        Step::FinishRotation { rotation, previous } => {
+            rotation::finish(rotation, previous, o, ctx).await
+        }
+        Step::EndRotation { rotation, problem } => rotation::end(rotation, problem, o, ctx).await,
+        Step::RecordAccess => rotation::record_access(o, ctx).await,
         Step::MarkClaimBound => bind::mark_claim_bound(o, ctx).await,
         Step::Teardown { delete_bucket } => teardown::teardown(delete_bucket, o, ctx).await,
         Step::DeleteObjectBucket => teardown::delete_object_bucket(o, ctx).await,
@@ -146,7 +150,11 @@ async fn show_problem<P: Provisioner>(
     } else {
         phase
     };
-    let desired = status::desired(&o.claim, phase, problem.reason, &problem.message);
+    let mut desired = status::desired(&o.claim, phase, problem.reason, &problem.message);
+    if super::plan::holds_generation(o) {
+        // The current spec's config is not applied: not observed either.
+        desired = status::keeping_observed_generation(&o.claim, desired);
+    }
     if !status::differs(&o.claim, &desired) {
         return Ok(());
     }

@@ -1,15 +1,18 @@
-//! What the ObjectBucket records at bind, so that later decisions never
-//! depend on a StorageClass that may have changed or gone: the class's
-//! parameters, and the claim's `additionalConfig` last applied.
+//! What the ObjectBucket records, so that later decisions never depend on
+//! a StorageClass that may have changed or gone, nor on what a tenant wrote:
+//! the class's parameters and the claim's `additionalConfig` last applied
+//! (at bind), the access key id the Secret was given and the provisioner's
+//! state (before every Secret write).
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::storage::v1::StorageClass;
 
-use super::ClassState;
 use super::meta::annotation;
+use super::{ClassState, Observed};
 use crate::api::{
-    APPLIED_CONFIG_ANNOTATION, CLASS_PARAMETERS_ANNOTATION, ObjectBucket, ObjectBucketClaim,
+    ACCESS_KEY_ANNOTATION, APPLIED_CONFIG_ANNOTATION, CLASS_PARAMETERS_ANNOTATION, ObjectBucket,
+    ObjectBucketClaim,
 };
 
 /// Annotations to write on an ObjectBucket: key and value.
@@ -95,4 +98,31 @@ pub(crate) fn missing(ob: &ObjectBucket, claim: &ObjectBucketClaim, class: &Clas
         ));
     }
     records
+}
+
+/// The access key id the library gave the claim's Secret, as recorded on
+/// the ObjectBucket; `None` for ObjectBuckets of older versions.
+pub(crate) fn recorded_key(ob: &ObjectBucket) -> Option<&str> {
+    annotation(&ob.metadata, ACCESS_KEY_ANNOTATION)
+}
+
+/// Access obtained in this pass is about to be written into the Secret and
+/// the ObjectBucket does not record it yet (its key id, or exactly its
+/// state): it is recorded first, so that a crash after the Secret's write
+/// never leaves the ObjectBucket naming credentials the claim no longer has.
+pub(crate) fn access_unrecorded(o: &Observed, ob: &ObjectBucket) -> bool {
+    let Some(access) = o.access.as_ref().filter(|_| !o.secret_synced) else {
+        return false;
+    };
+    let state = ob.spec.additional_state.clone().unwrap_or_default();
+    recorded_key(ob) != Some(access.credentials.access_key_id.as_str())
+        || state != access.additional_state
+}
+
+/// Whether the bucket has the claim's current `additionalConfig`: nothing
+/// recorded (older ObjectBuckets) counts as applied.
+pub(crate) fn config_applied(o: &Observed) -> bool {
+    o.ob.as_ref()
+        .and_then(applied_config)
+        .is_none_or(|applied| applied == wanted_config(&o.claim))
 }

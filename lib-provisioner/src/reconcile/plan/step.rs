@@ -53,6 +53,12 @@ pub(crate) enum Step {
     /// finalizer or origin annotation (written by the Go library or an
     /// older version). The origin annotation is written when known.
     AdoptObjectBucket { origin: Option<BucketOrigin> },
+    /// Record on the ObjectBucket, before the Secret is written with the
+    /// access obtained in this pass, its access key id and the provisioner's
+    /// state (replacing the recorded state); an older ObjectBucket's
+    /// rotation under way, whose previous key came from the Secret, is
+    /// dropped in the same patch (it starts again from this record).
+    RecordAccess,
     /// Create the Secret, or make its data match freshly obtained access.
     WriteSecret,
     /// Give an existing Secret of this claim our label and finalizer.
@@ -73,8 +79,12 @@ pub(crate) enum Step {
     RotateCredentials { rotation: String, previous: String },
     /// The Secret holds the new credentials: revoke the previous ones.
     RevokePreviousCredentials { rotation: String, previous: String },
-    /// Tell the claim, then record the rotation as done.
-    FinishRotation { rotation: String },
+    /// Tell the claim what became of the previous key, then record the
+    /// rotation as done.
+    FinishRotation { rotation: String, previous: String },
+    /// End a rotation that cannot be done, saying why on the claim
+    /// (`CredentialsRotated=False`), and record it so it is not asked again.
+    EndRotation { rotation: String, problem: Problem },
     /// Apply a Bound claim's changed `additionalConfig` (the provisioner's
     /// `update`), then record it as applied on the ObjectBucket.
     UpdateBucket,
@@ -129,6 +139,8 @@ impl Step {
             | Step::RotateCredentials { .. }
             | Step::RevokePreviousCredentials { .. }
             | Step::FinishRotation { .. }
+            | Step::EndRotation { .. }
+            | Step::RecordAccess
             | Step::Teardown { .. }
             | Step::DeleteObjectBucket
             | Step::ReleaseObjectBucket

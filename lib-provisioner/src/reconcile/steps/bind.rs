@@ -62,8 +62,11 @@ pub(super) async fn mark_claim_bound<P: Provisioner>(
     );
     let was_bound = o.claim.status.as_ref().and_then(|s| s.phase) == Some(ClaimPhase::Bound);
     let mut desired = status::desired(&o.claim, ClaimPhase::Bound, "Provisioned", &message);
-    {
-        // Reached only once the current config is applied (see the plan).
+    if plan::holds_generation(o) {
+        // The current config was refused (the plan says so): its
+        // ConfigApplied=False stays, and the generation is not observed.
+        desired = status::keeping_observed_generation(&o.claim, desired);
+    } else {
         desired = status::with_condition(
             &o.claim,
             desired,

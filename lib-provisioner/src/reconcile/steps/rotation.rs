@@ -1,6 +1,7 @@
 //! A rotation's steps (the order is decided in `plan/rotation.rs`): record
-//! it, issue new credentials, (the Secret is switched by `WriteSecret`),
-//! revoke the previous ones, tell the claim and record it done.
+//! it, issue new credentials, (record them and switch the Secret:
+//! `RecordAccess`, `WriteSecret`), revoke the previous ones, tell the claim
+//! what became of them and record the rotation done; or end it, saying why.
 
 use tracing::info;
 
@@ -10,9 +11,9 @@ use crate::api::{
 };
 use crate::error::{Error, Result};
 use crate::failpoint;
-use crate::provisioner::{BucketRequest, ErrorKind, Provisioner, RotationRequest};
+use crate::provisioner::{BucketRequest, ErrorKind, Provisioner, Revocation, RotationRequest};
 use crate::reconcile::claim::{Flow, claim_key};
-use crate::reconcile::plan::{Observed, records};
+use crate::reconcile::plan::{Observed, Problem, records};
 use crate::reconcile::{Context, status};
 use crate::writes;
 
@@ -30,7 +31,8 @@ fn object_bucket(o: &Observed) -> Result<&ObjectBucket> {
     o.ob.as_ref().ok_or(Error::MissingField("ObjectBucket"))
 }
 
-/// Records the rotation and the key it replaces on the ObjectBucket.
+/// Records the rotation and the key it replaces (the ObjectBucket's own
+/// record of the Secret's key) on the ObjectBucket.
 pub(super) async fn start<P: Provisioner>(
     rotation: String,
     previous: String,
@@ -61,8 +63,9 @@ pub(super) async fn rotate<P: Provisioner>(
         Ok(access) => {
             failpoint::hit("after-credentials-rotated");
             o.access = Some(access);
-            // The Secret is written with them next (plan: children first);
-            // the ConfigMap stands (the endpoint is the one recorded).
+            o.rotated_now = true;
+            // Recorded and written into the Secret next (plan: children
+            // first); the ConfigMap stands (the endpoint is the one recorded).
             o.secret_synced = false;
             o.config_map_synced = true;
             Ok(Flow::Continue)
@@ -79,21 +82,13 @@ pub(super) async fn rotate<P: Provisioner>(
             let message = format!(
                 "credentials were not rotated ({rotation:?}): {source}. The claim keeps its credentials"
             );
-            tell(o, ctx, false, reason, &message).await?;
-            let ob = object_bucket(o)?;
-            let records = [
-                (ROTATED_ANNOTATION, Some(rotation)),
-                (ROTATION_PENDING_ANNOTATION, None),
-                (ROTATION_PREVIOUS_KEY_ANNOTATION, None),
-            ];
-            o.ob =
-                Some(writes::set_object_bucket_annotations(&ctx.client, ob, &records, None).await?);
-            Ok(Flow::Continue)
+            end(rotation, Problem { reason, message }, o, ctx).await
         }
     }
 }
 
-/// Revokes the credentials the Secret held before the rotation.
+/// Revokes the credentials the Secret held before the rotation, and keeps
+/// what the provisioner says it did with them.
 pub(super) async fn revoke_previous<P: Provisioner>(
     rotation: String,
     previous: String,
@@ -103,40 +98,113 @@ pub(super) async fn revoke_previous<P: Provisioner>(
     let ob = object_bucket(o)?;
     let req = request(o, ob, &rotation, &previous);
     match ctx
-        .timed("revoke_previous", ctx.provisioner.revoke_previous(&req))
+        .timed("revoke_previous", ctx.provisioner.revoke_previous_key(&req))
         .await
     {
-        Ok(()) => {
+        Ok(revocation) => {
             failpoint::hit("after-previous-credentials-revoked");
-            o.previous_revoked = true;
+            o.revocation = Some(revocation);
             Ok(Flow::Continue)
         }
         Err(source) => Err(provisioner_failed(o, ctx, "revoke_previous", source).await),
     }
 }
 
-/// Tells the claim (condition and Event), then records the rotation done
-/// (with the provisioner's new state when this pass issued the credentials).
+/// Tells the claim (condition and Event) which key the Secret holds and
+/// what became of the previous one, then records the rotation done.
 pub(super) async fn finish<P: Provisioner>(
     rotation: String,
+    previous: String,
     o: &mut Observed,
     ctx: &Context<P>,
 ) -> Result<Flow> {
-    let key = o.secret_key_id.clone().unwrap_or_default();
-    let message = format!(
-        "credentials rotated ({rotation:?}): the Secret holds access key {key:?}; the previous key is revoked"
-    );
-    tell(o, ctx, true, "Rotated", &message).await?;
+    let ob = object_bucket(o)?;
+    let key = records::recorded_key(ob).unwrap_or_default().to_owned();
+    let revocation = o.revocation.clone().unwrap_or(Revocation::Unreported);
+    let rotated =
+        format!("credentials rotated ({rotation:?}): the Secret holds access key {key:?}");
+    let (done, reason, message) = match &revocation {
+        Revocation::Kept(why) => (
+            false,
+            "PreviousKeyKept",
+            format!(
+                "{rotated}, but the provisioner kept the previous key {previous:?}: {why}. That key may still work: revoke it in the store"
+            ),
+        ),
+        other => (
+            true,
+            "Rotated",
+            format!("{rotated}; the previous key {previous:?} was {other}"),
+        ),
+    };
+    tell(o, ctx, done, reason, &message).await?;
+    record_over(rotation, o, ctx).await?;
+    failpoint::hit("after-rotation-finished");
+    info!(claim = %claim_key(&o.claim), %revocation, "credentials rotated");
+    Ok(Flow::Continue)
+}
+
+/// Ends a rotation that cannot be done: `CredentialsRotated=False` with
+/// the reason, an Event, and the rotation recorded (not asked again).
+pub(super) async fn end<P: Provisioner>(
+    rotation: String,
+    problem: Problem,
+    o: &mut Observed,
+    ctx: &Context<P>,
+) -> Result<Flow> {
+    let message = if problem.message.contains(&format!("{rotation:?}")) {
+        problem.message
+    } else {
+        format!(
+            "credentials were not rotated ({rotation:?}): {}",
+            problem.message
+        )
+    };
+    tell(o, ctx, false, problem.reason, &message).await?;
+    record_over(rotation, o, ctx).await?;
+    Ok(Flow::Continue)
+}
+
+/// Records on the ObjectBucket that `rotation` is over.
+async fn record_over<P: Provisioner>(
+    rotation: String,
+    o: &mut Observed,
+    ctx: &Context<P>,
+) -> Result<()> {
     let ob = object_bucket(o)?;
     let records = [
         (ROTATED_ANNOTATION, Some(rotation)),
         (ROTATION_PENDING_ANNOTATION, None),
         (ROTATION_PREVIOUS_KEY_ANNOTATION, None),
     ];
-    let state = o.access.as_ref().map(|a| &a.additional_state);
-    o.ob = Some(writes::set_object_bucket_annotations(&ctx.client, ob, &records, state).await?);
-    failpoint::hit("after-rotation-finished");
-    info!(claim = %claim_key(&o.claim), "credentials rotated");
+    o.ob = Some(writes::set_object_bucket_annotations(&ctx.client, ob, &records, None).await?);
+    Ok(())
+}
+
+/// Records, before the Secret is written with the access obtained in this
+/// pass, its access key id and the provisioner's state on the ObjectBucket.
+/// An older ObjectBucket's rotation under way (its previous key was read
+/// from the Secret) is dropped in the same patch: it starts again from
+/// this record.
+pub(super) async fn record_access<P: Provisioner>(
+    o: &mut Observed,
+    ctx: &Context<P>,
+) -> Result<Flow> {
+    let ob = object_bucket(o)?;
+    let access = o
+        .access
+        .as_ref()
+        .ok_or(Error::MissingField("bucket access"))?;
+    let restart: &[(&'static str, Option<String>)] = if records::recorded_key(ob).is_none() {
+        &[
+            (ROTATION_PENDING_ANNOTATION, None),
+            (ROTATION_PREVIOUS_KEY_ANNOTATION, None),
+        ]
+    } else {
+        &[]
+    };
+    o.ob = Some(writes::record_access(&ctx.client, ob, access, restart).await?);
+    failpoint::hit("after-access-recorded");
     Ok(Flow::Continue)
 }
 
