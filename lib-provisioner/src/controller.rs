@@ -46,6 +46,7 @@ use crate::provisioner::Provisioner;
 use crate::reconcile::{Backoffs, ChildStores, Context};
 use crate::server::Health;
 
+mod gate;
 mod namespaces;
 mod wiring;
 
@@ -230,8 +231,10 @@ impl<P: Provisioner> ControllerBuilder<P> {
         // cached object once): a hand-over does not relist.
         let (leading_tx, leading_rx) = watch::channel(elector.is_none());
         let leadership = elector.as_ref().map(|e| e.leadership());
+        // The election keeps the plain client; everything that reconciles
+        // writes through the lease gate.
         let running = self.start(
-            client,
+            gate::gated(client, leadership.clone()),
             metrics.clone(),
             health.clone(),
             stop_rx,

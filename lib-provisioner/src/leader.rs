@@ -38,6 +38,7 @@ use tokio::time::{Instant, sleep};
 use tracing::{info, warn};
 
 use crate::error::{Error, Result, RunError, is_status};
+use crate::provisioner::ProvisionError;
 
 /// Where and as whom to take part in the election.
 #[derive(Clone, Debug)]
@@ -139,6 +140,15 @@ impl Leadership {
         Some(Instant::now().saturating_duration_since(renewed))
     }
 
+    /// How much longer the last renewal lets this replica act; `None` once
+    /// it ran out, or before this replica ever led.
+    pub(crate) fn remaining(&self) -> Option<Duration> {
+        let age = self.age()?;
+        self.valid_for
+            .checked_sub(age)
+            .filter(|left| !left.is_zero())
+    }
+
     /// `Ok` while the last renewal is valid; [`Error::NotLeading`] once it
     /// ran out, or before this replica ever led.
     pub(crate) fn check(&self) -> Result<()> {
@@ -148,6 +158,58 @@ impl Leadership {
         }
         Ok(())
     }
+}
+
+/// How long a provisioner call may run: the provisioner timeout, or less,
+/// what is left of this replica's lease. A call must not outlive the lease:
+/// a standby may take over once it ran out, and the two would then act on
+/// the same claims.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CallLimit {
+    /// The provisioner timeout.
+    Timeout(Duration),
+    /// The time left of the lease (shorter than the provisioner timeout).
+    Lease(Duration),
+}
+
+impl CallLimit {
+    /// The limit of a call of `operation` starting now; an error when the
+    /// lease ran out already (the call must not even start).
+    pub(crate) fn of(
+        leadership: Option<&Leadership>,
+        timeout: Duration,
+        operation: &str,
+    ) -> std::result::Result<Self, ProvisionError> {
+        let Some(leadership) = leadership else {
+            return Ok(Self::Timeout(timeout));
+        };
+        match leadership.remaining() {
+            None => Err(lease_ran_out(operation)),
+            Some(left) if left < timeout => Ok(Self::Lease(left)),
+            Some(_) => Ok(Self::Timeout(timeout)),
+        }
+    }
+
+    /// The duration of the limit.
+    pub(crate) fn duration(self) -> Duration {
+        match self {
+            Self::Timeout(d) | Self::Lease(d) => d,
+        }
+    }
+
+    /// The error a call cut off by this limit becomes.
+    pub(crate) fn exceeded(self, operation: &str) -> ProvisionError {
+        match self {
+            Self::Timeout(d) => crate::reconcile::timed_out(operation, d),
+            Self::Lease(_) => lease_ran_out(operation),
+        }
+    }
+}
+
+fn lease_ran_out(operation: &str) -> ProvisionError {
+    ProvisionError::retryable(format!(
+        "{operation} was abandoned: this replica's leader lease ran out, and another replica may lead now; the leader retries it"
+    ))
 }
 
 /// Outcome of one attempt to take or keep the Lease.
@@ -222,7 +284,15 @@ impl Elector {
     pub(crate) async fn acquire(&self) {
         let mut announced = None;
         loop {
-            match self.try_hold().await {
+            // Bounded like a renewal: a hung connection must not stall the
+            // candidate (a later attempt may get a fresh one).
+            let attempt = tokio::time::timeout(self.cfg.renew_every, self.try_hold()).await;
+            let Ok(attempt) = attempt else {
+                warn!("a leader election attempt did not answer within a renewal period; retrying");
+                sleep(self.cfg.renew_every).await;
+                continue;
+            };
+            match attempt {
                 Ok(Attempt::Held) => {
                     info!(lease = %self.cfg.lease_name, identity = %self.cfg.identity, "became leader");
                     return;
@@ -243,31 +313,44 @@ impl Elector {
     pub(crate) async fn hold(&self) -> RunError {
         loop {
             sleep(self.cfg.renew_every).await;
-            if let Err(e) = self.leadership.check() {
-                // Paused past the lease: another replica may lead now, and
-                // renewing would not undo the overlap. Stop.
-                return RunError::LostLease(format!("{} ({e})", self.cfg.lease_name));
+            if let Err(lost) = self.renew_within_lease().await {
+                return lost;
             }
-            match self.try_hold().await {
-                Ok(Attempt::Held) => {}
-                Ok(Attempt::HeldByOther(holder)) => {
-                    return RunError::LostLease(format!(
-                        "{} (now held by {holder})",
-                        self.cfg.lease_name
-                    ));
+        }
+    }
+
+    /// One renewal, retried until it succeeds or this replica's lease runs
+    /// out: client-go's RenewDeadline. The client has no read timeout, so
+    /// an apiserver connection that hangs would otherwise hold a renewal
+    /// (and this replica's belief that it leads) forever. Each attempt is
+    /// cut off after a renewal period, so a retry can use a fresh
+    /// connection.
+    async fn renew_within_lease(&self) -> std::result::Result<(), RunError> {
+        let lost = |why: String| RunError::LostLease(format!("{} ({why})", self.cfg.lease_name));
+        loop {
+            let Some(left) = self.leadership.remaining() else {
+                // Paused past the lease, or no renewal answered in time:
+                // another replica may lead now. Stop.
+                let e = self.leadership.check().err();
+                return Err(lost(e.map_or_else(
+                    || "no renewal succeeded before it ran out".to_owned(),
+                    |e| e.to_string(),
+                )));
+            };
+            let attempt = self.cfg.renew_every.min(left);
+            match tokio::time::timeout(attempt, self.try_hold()).await {
+                Ok(Ok(Attempt::Held)) => return Ok(()),
+                Ok(Ok(Attempt::HeldByOther(holder))) => {
+                    return Err(lost(format!("now held by {holder}")));
                 }
-                Err(e) => {
-                    warn!(error = %e, "could not renew the leader lease");
-                    // Stop before our lease can expire, so the next leader never
-                    // overlaps with us.
-                    let age = self.leadership.age().unwrap_or(Duration::MAX);
-                    if age.saturating_add(self.cfg.renew_every) >= self.cfg.lease_duration {
-                        return RunError::LostLease(format!(
-                            "{} (renewal failed: {e})",
-                            self.cfg.lease_name
-                        ));
-                    }
-                }
+                Ok(Err(e)) => warn!(error = %e, "could not renew the leader lease; retrying"),
+                Err(_) => warn!(
+                    ?attempt,
+                    "the leader lease renewal did not answer in time; retrying"
+                ),
+            }
+            if let Some(left) = self.leadership.remaining() {
+                sleep((self.cfg.renew_every / 4).min(left)).await;
             }
         }
     }
@@ -445,6 +528,78 @@ mod tests {
         assert!(ran_out(&spec, six, renewed, at(15)));
         assert!(!ran_out(&LeaseSpec::default(), six, renewed, at(5)));
         assert!(ran_out(&LeaseSpec::default(), six, renewed, at(6)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_provisioner_call_is_cut_to_what_is_left_of_the_lease() {
+        let cfg =
+            LeaderElection::new("ns", "lease", "me").with_lease_duration(Duration::from_secs(6));
+        let leadership = Leadership::new(&cfg);
+        let sixty = Duration::from_secs(60);
+        assert!(
+            CallLimit::of(Some(&leadership), sixty, "provision").is_err(),
+            "never led: no call"
+        );
+        leadership.renewed(Instant::now());
+        let limit = CallLimit::of(Some(&leadership), sixty, "provision").expect("leading");
+        assert_eq!(limit, CallLimit::Lease(Duration::from_secs(5)));
+        assert!(limit.exceeded("provision").is_retryable());
+        let short = CallLimit::of(Some(&leadership), Duration::from_secs(2), "grant");
+        assert_eq!(short.ok(), Some(CallLimit::Timeout(Duration::from_secs(2))));
+        tokio::time::advance(Duration::from_secs(4)).await;
+        let limit = CallLimit::of(Some(&leadership), sixty, "provision").expect("leading");
+        assert_eq!(limit.duration(), Duration::from_secs(1));
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert!(
+            CallLimit::of(Some(&leadership), sixty, "provision").is_err(),
+            "ran out: the call does not start"
+        );
+        assert_eq!(
+            CallLimit::of(None, sixty, "provision").ok(),
+            Some(CallLimit::Timeout(sixty)),
+            "without leader election only the timeout bounds it"
+        );
+    }
+
+    /// An apiserver connection that accepts the request and never answers.
+    #[derive(Clone)]
+    struct NeverAnswers;
+
+    impl tower_service::Service<http::Request<kube::client::Body>> for NeverAnswers {
+        type Response = http::Response<kube::client::Body>;
+        type Error = kube::Error;
+        type Future =
+            futures::future::BoxFuture<'static, std::result::Result<Self::Response, kube::Error>>;
+
+        fn poll_ready(
+            &mut self,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<std::result::Result<(), kube::Error>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+
+        fn call(&mut self, _: http::Request<kube::client::Body>) -> Self::Future {
+            Box::pin(futures::future::pending())
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_renewal_that_never_answers_ends_leadership_when_the_lease_runs_out() {
+        let cfg =
+            LeaderElection::new("ns", "lease", "me").with_lease_duration(Duration::from_secs(6));
+        let elector = Elector::new(Client::new(NeverAnswers, "default"), cfg);
+        let start = Instant::now();
+        elector.leadership.renewed(start);
+        let lost = tokio::time::timeout(Duration::from_secs(60), elector.hold())
+            .await
+            .expect("a hung renewal must not hold leadership past the lease");
+        assert!(matches!(lost, RunError::LostLease(_)), "{lost}");
+        let took = start.elapsed();
+        assert!(
+            took >= Duration::from_secs(5) && took <= Duration::from_millis(5100),
+            "stopped {took:?} after the last renewal; valid for 6 s - 2 s / 2"
+        );
+        assert!(elector.leadership.check().is_err());
     }
 
     #[tokio::test(start_paused = true)]

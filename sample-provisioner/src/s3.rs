@@ -381,6 +381,9 @@ pub fn credentials_from_secret(
 #[async_trait]
 impl Provisioner for S3Provisioner {
     async fn provision(&self, req: &BucketRequest) -> Result<BucketAccess, ProvisionError> {
+        if req.reissue {
+            return self.reissue(req, false).await;
+        }
         if req.bucket_name == self.state_bucket {
             return Err(reserved(&req.bucket_name).with_nothing_created());
         }
@@ -412,6 +415,9 @@ impl Provisioner for S3Provisioner {
     }
 
     async fn grant(&self, req: &BucketRequest) -> Result<BucketAccess, ProvisionError> {
+        if req.reissue {
+            return self.reissue(req, true).await;
+        }
         if req.bucket_name == self.state_bucket {
             return Err(ProvisionError::permanent(format!(
                 "bucket {:?} is the provisioner's state bucket (--state-bucket, OBC_STATE_BUCKET) and is never handed to a claim: fix the bucketName parameter of StorageClass {:?}",
@@ -491,6 +497,7 @@ impl Provisioner for S3Provisioner {
 }
 
 mod after_bind;
+mod reissue;
 
 #[cfg(test)]
 #[path = "s3_tests.rs"]

@@ -11,6 +11,14 @@
 //!   created by this provisioner for this claim*, return its access again
 //!   (same or freshly rotated credentials). If it exists and belongs to
 //!   someone else, return [`ProvisionError::permanent`].
+//! - [`Provisioner::provision`] and [`Provisioner::grant`] with
+//!   [`BucketRequest::reissue`] set: the claim is bound to the bucket
+//!   already (its ObjectBucket, which only the library writes, says so) and
+//!   its Secret is being restored after a user deleted or edited it. Issue
+//!   its credentials again without the ownership checks a new claim needs
+//!   (a bucket taken over from the Go library carries no marker of yours),
+//!   and never create the bucket: if it is gone, return
+//!   [`ProvisionError::permanent`].
 //! - [`Provisioner::grant`]: if the claim already has access, return it again.
 //! - [`Provisioner::delete`] and [`Provisioner::revoke`]: if the bucket or the
 //!   access is already gone, return `Ok(())`.
@@ -20,9 +28,10 @@
 //! ObjectBucket and hands it back in [`TeardownRequest`].
 //!
 //! Every call runs under a timeout
-//! ([`ControllerBuilder::provisioner_timeout`](crate::ControllerBuilder::provisioner_timeout)):
-//! a call cut off by it is retried like a [`ProvisionError::retryable`], so
-//! it must be safe to abandon at any `.await`.
+//! ([`ControllerBuilder::provisioner_timeout`](crate::ControllerBuilder::provisioner_timeout)),
+//! and with leader election never past the replica's lease: a call cut off
+//! by either is retried like a [`ProvisionError::retryable`], so it must be
+//! safe to abandon at any `.await`.
 //!
 //! # Example
 //!
@@ -84,10 +93,13 @@ pub use revocation::Revocation;
 #[async_trait]
 pub trait Provisioner: Send + Sync + 'static {
     /// Greenfield: create `req.bucket_name` and credentials for the claim.
+    /// With [`BucketRequest::reissue`]: only credentials, for the bucket the
+    /// claim is bound to (see the [module docs](self)).
     async fn provision(&self, req: &BucketRequest) -> Result<BucketAccess, ProvisionError>;
 
     /// Brownfield: give the claim credentials for the existing bucket named
-    /// by the StorageClass.
+    /// by the StorageClass (recorded at bind when
+    /// [`BucketRequest::reissue`] is set).
     async fn grant(&self, req: &BucketRequest) -> Result<BucketAccess, ProvisionError>;
 
     /// Greenfield teardown under reclaim policy Delete: delete the bucket

@@ -104,6 +104,21 @@ pub struct BucketRequest {
     pub additional_config: BTreeMap<String, String>,
     /// What happens to the bucket when the claim goes (the class's policy).
     pub reclaim_policy: ReclaimPolicy,
+    /// The claim is already bound to `bucket_name`, and the library asks
+    /// for its credentials again (its Secret was deleted or edited). Its
+    /// ObjectBucket records the binding: cluster-scoped, written by this
+    /// library or by the Go library it took the claim over from, never by
+    /// the claim's owner. Issue credentials for the bucket without the
+    /// ownership check a new claim needs (a bucket taken over from another
+    /// implementation carries none of your markers), and never create the
+    /// bucket: if it is gone, return a permanent error. `bucket_name`,
+    /// `parameters` and `additional_config` are what the ObjectBucket
+    /// recorded at bind, not what the claim says now.
+    pub reissue: bool,
+    /// With [`reissue`](Self::reissue): what
+    /// [`BucketAccess::additional_state`](super::BucketAccess::additional_state)
+    /// held at provisioning (empty for a claim taken over). Empty otherwise.
+    pub additional_state: BTreeMap<String, String>,
 }
 
 impl BucketRequest {
@@ -122,7 +137,27 @@ impl BucketRequest {
             parameters: BTreeMap::new(),
             additional_config: BTreeMap::new(),
             reclaim_policy: ReclaimPolicy::Delete,
+            reissue: false,
+            additional_state: BTreeMap::new(),
         }
+    }
+
+    /// Marks the request as a re-issue of credentials for a bucket the claim
+    /// is bound to already (see [`reissue`](Self::reissue)), with the state
+    /// recorded at provisioning.
+    ///
+    /// ```
+    /// use std::collections::BTreeMap;
+    /// use lib_provisioner::provisioner::{BucketRequest, ClaimIdentity};
+    /// let req = BucketRequest::new(ClaimIdentity::new("shop", "photos", "uid-1"), "photos-x7k2", "s3")
+    ///     .reissuing(BTreeMap::from([("user".into(), "obc-uid-1".into())]));
+    /// assert!(req.reissue);
+    /// assert_eq!(req.additional_state["user"], "obc-uid-1");
+    /// ```
+    pub fn reissuing(mut self, additional_state: BTreeMap<String, String>) -> Self {
+        self.reissue = true;
+        self.additional_state = additional_state;
+        self
     }
 
     /// Adds a StorageClass parameter.
@@ -188,6 +223,25 @@ impl BucketRequest {
         .with_additional_config(claim.spec.additional_config.clone().unwrap_or_default())
         .with_reclaim_policy(ob.spec.reclaim_policy)
         .with_object_bucket_name(ob.metadata.name.clone().unwrap_or_default())
+    }
+
+    /// The re-issue of a bound claim's credentials, entirely from what its
+    /// ObjectBucket recorded: the bucket, the class's parameters at bind,
+    /// the config last applied (`applied_config`; the claim's own only
+    /// when nothing is recorded) and the provisioner's state. A config the
+    /// provisioner refused (an `accessMode` widened after bind, say) never
+    /// reaches the credentials this way.
+    pub(crate) fn reissue_for_bound_claim(
+        claim: &ObjectBucketClaim,
+        ob: &ObjectBucket,
+        parameters: BTreeMap<String, String>,
+        applied_config: Option<BTreeMap<String, String>>,
+    ) -> Self {
+        let request = Self::for_bound_claim(claim, ob, parameters);
+        let config = applied_config.unwrap_or_else(|| request.additional_config.clone());
+        request
+            .with_additional_config(config)
+            .reissuing(ob.spec.additional_state.clone().unwrap_or_default())
     }
 }
 

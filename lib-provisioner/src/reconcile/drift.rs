@@ -7,9 +7,12 @@
 //! against what the ObjectBucket's endpoint gives. So an edit (which the
 //! metadata watch reports, as it changes the version) costs one GET, and a
 //! resync of unchanged children costs nothing. After a restart every child
-//! is read once. Secrets written by versions before the hash are not
-//! checked until their next write. While a credential rotation is asked
+//! is read once. A Secret written before the hash (the Go library, older
+//! versions) is held to the data this process first read in it. While a credential rotation is asked
 //! for or under way, the Secret is read for the access key id it holds.
+//!
+//! A Secret that must be restored is issued anew by the provisioner as a
+//! re-issue for the bucket the claim is bound to ([`reissue_request`]).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -22,35 +25,62 @@ use super::Context;
 use super::plan::{self, Observed};
 use crate::api::SECRET_HASH_ANNOTATION;
 use crate::error::{Error, Result};
+use crate::provisioner::BucketRequest;
 use crate::writes;
 
-/// The `resourceVersion` of each child (by UID) last verified or written.
+/// The `resourceVersion` of each child (by UID) last verified or written,
+/// and the data hash first seen on each Secret that carries none.
 #[derive(Default)]
-pub(crate) struct Verified(Mutex<HashMap<String, String>>);
+pub(crate) struct Verified(Mutex<Seen>);
+
+#[derive(Default)]
+struct Seen {
+    versions: HashMap<String, String>,
+    /// Secrets of older writers (the Go library, versions before the hash
+    /// annotation): the hash of their data when this process first read
+    /// them. What it read then is trusted, as the takeover trusts it; an
+    /// edit after that is drift.
+    first_hashes: HashMap<String, String>,
+}
 
 impl Verified {
     fn is_current(&self, meta: &ObjectMeta) -> bool {
         let (Some(uid), Some(rv)) = (&meta.uid, &meta.resource_version) else {
             return false;
         };
-        self.lock().get(uid) == Some(rv)
+        self.lock().versions.get(uid) == Some(rv)
     }
 
     /// Records a child's version as holding what the library wrote.
     pub(crate) fn record(&self, meta: &ObjectMeta) {
         if let (Some(uid), Some(rv)) = (&meta.uid, &meta.resource_version) {
-            self.lock().insert(uid.clone(), rv.clone());
+            self.lock().versions.insert(uid.clone(), rv.clone());
         }
     }
 
     /// Forgets a child that is gone.
     pub(crate) fn forget(&self, meta: &ObjectMeta) {
         if let Some(uid) = &meta.uid {
-            self.lock().remove(uid);
+            let mut seen = self.lock();
+            seen.versions.remove(uid);
+            seen.first_hashes.remove(uid);
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
+    /// The hash a Secret without the hash annotation is held to: the one
+    /// first seen on it (then `hash` is remembered).
+    fn first_hash(&self, meta: &ObjectMeta, hash: &str) -> Option<String> {
+        let uid = meta.uid.clone()?;
+        Some(
+            self.lock()
+                .first_hashes
+                .entry(uid)
+                .or_insert_with(|| hash.to_owned())
+                .clone(),
+        )
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Seen> {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
@@ -76,10 +106,8 @@ pub(super) async fn check<P>(o: &mut Observed, ctx: &Context<P>) -> Result<()> {
         .clone()
         .filter(|m| m.deletion_timestamp.is_none() && plan::owned_by(m, &o.claim));
     if let Some(meta) = secret {
-        let expected = plan::annotation(&meta, SECRET_HASH_ANNOTATION)
-            .filter(|_| needs_check(&meta, ctx, &o.claim))
-            .map(str::to_owned);
-        if wants_key || expected.is_some() {
+        let check = needs_check(&meta, ctx, &o.claim);
+        if wants_key || check {
             let (ns, name) = names(&meta)?;
             match Api::<Secret>::namespaced(ctx.client.clone(), ns)
                 .get_opt(name)
@@ -90,12 +118,16 @@ pub(super) async fn check<P>(o: &mut Observed, ctx: &Context<P>) -> Result<()> {
                     if wants_key {
                         o.secret_key_id = access_key_id(&s);
                     }
-                    match expected {
-                        Some(e) if writes::data_hash(s.data.as_ref()) != e => {
+                    if check {
+                        let actual = writes::data_hash(s.data.as_ref());
+                        let expected = plan::annotation(&s.metadata, SECRET_HASH_ANNOTATION)
+                            .map(str::to_owned)
+                            .or_else(|| ctx.verified.first_hash(&s.metadata, &actual));
+                        if expected.is_some_and(|e| e != actual) {
                             o.secret_drifted = true;
+                        } else {
+                            ctx.verified.record(&s.metadata);
                         }
-                        Some(_) => ctx.verified.record(&s.metadata),
-                        None => {}
                     }
                 }
                 None => o.secret = None,
@@ -120,6 +152,29 @@ pub(super) async fn check<P>(o: &mut Observed, ctx: &Context<P>) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The request that restores a Secret of a claim already bound to its
+/// bucket: a re-issue ([`BucketRequest::reissue`]), built from what the
+/// ObjectBucket recorded, never from what the claim says now. `None` while
+/// nothing binds the bucket to the claim yet (no ObjectBucket, a
+/// reservation, one of another claim, one being deleted, one without a
+/// bucket), or when the class's parameters are known neither from the
+/// ObjectBucket nor from the class: then the claim gets a new claim's
+/// request.
+pub(crate) fn reissue_request(o: &Observed) -> Option<BucketRequest> {
+    let ob =
+        o.ob.as_ref()
+            .filter(|ob| plan::claim_ref_matches(ob, &o.claim))
+            .filter(|ob| !plan::is_reserved(ob) && ob.metadata.deletion_timestamp.is_none())
+            .filter(|ob| ob.bucket_name().is_some())?;
+    let parameters = plan::records::parameters_for(Some(ob), &o.class)?;
+    Some(BucketRequest::reissue_for_bound_claim(
+        &o.claim,
+        ob,
+        parameters,
+        plan::records::applied_config(ob),
+    ))
 }
 
 fn access_key_id(secret: &Secret) -> Option<String> {

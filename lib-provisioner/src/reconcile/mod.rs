@@ -26,7 +26,7 @@ use tracing::{debug, warn};
 
 use crate::api::{ObjectBucket, ObjectBucketClaim};
 use crate::error::Error;
-use crate::leader::Leadership;
+use crate::leader::{CallLimit, Leadership};
 use crate::metrics::Metrics;
 use crate::provisioner::{ProvisionError, Provisioner};
 
@@ -250,8 +250,8 @@ impl<P> Context<P> {
 }
 
 impl<P: Provisioner> Context<P> {
-    /// Runs a provisioner call under the provisioner timeout, recording its
-    /// duration and result. A call cut off by the timeout is dropped (the
+    /// Runs a provisioner call under the provisioner timeout (cut to what
+    /// is left of the leader lease), recording its duration and result. A call cut off by the timeout is dropped (the
     /// contract asks calls to be safe to abandon) and becomes a retryable
     /// error whose message says what to do.
     pub(crate) async fn timed<T>(
@@ -260,10 +260,20 @@ impl<P: Provisioner> Context<P> {
         call: impl Future<Output = Result<T, ProvisionError>>,
     ) -> Result<T, ProvisionError> {
         let started = std::time::Instant::now();
-        let limit = self.provisioner_timeout;
-        let result = tokio::time::timeout(limit, call)
+        // Never past this replica's lease: a standby may lead after it.
+        let limit = CallLimit::of(
+            self.leadership.as_deref(),
+            self.provisioner_timeout,
+            operation,
+        )?;
+        // The marker the replica tests count: every call, failed ones too.
+        debug!(
+            act = "provisioner-call",
+            operation, "calling the provisioner"
+        );
+        let result = tokio::time::timeout(limit.duration(), call)
             .await
-            .unwrap_or_else(|_| Err(timed_out(operation, limit)));
+            .unwrap_or_else(|_| Err(limit.exceeded(operation)));
         self.metrics
             .operation(operation, started.elapsed(), result.is_ok());
         result

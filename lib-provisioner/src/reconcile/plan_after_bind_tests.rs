@@ -494,4 +494,90 @@ fn a_refused_config_holds_the_generation_through_a_later_problem() {
     // Applied (the spec reverted, or a new edit applied): not held.
     record(&mut o, APPLIED_CONFIG_ANNOTATION, r#"{"maxSize":"2Gi"}"#);
     assert!(!holds_generation(&o));
+
+/// The request that restores a bound claim's Secret is a re-issue, taken
+/// from what its ObjectBucket recorded (issue 25, item 5).
+#[test]
+fn a_bound_claims_lost_secret_is_reissued_from_its_object_bucket() {
+    use crate::reconcile::drift::reissue_request;
+    // Read-only at bind; the claim's owner widened it since (refused).
+    let mut o = with_config(bound_state(), "accessMode", "read-write");
+    record(
+        &mut o,
+        APPLIED_CONFIG_ANNOTATION,
+        r#"{"accessMode":"read-only"}"#,
+    );
+    record(
+        &mut o,
+        CLASS_PARAMETERS_ANNOTATION,
+        r#"{"endpoint":"at-bind"}"#,
+    );
+    if let Some(ob) = o.ob.as_mut() {
+        ob.spec.additional_state = Some(BTreeMap::from([("user".into(), "u-1".into())]));
+    }
+    // Edits the old CRD lets through do not move the bucket either.
+    o.claim.spec.bucket_name = Some("someone-elses".into());
+    o.secret = None;
+    assert!(matches!(next_step(&o), Step::ObtainAccess { .. }));
+    let req = reissue_request(&o).expect("a bound claim is re-issued");
+    assert!(req.reissue);
+    assert_eq!(req.bucket_name, "photos-abcd1234");
+    assert_eq!(req.additional_config["accessMode"], "read-only");
+    assert_eq!(req.parameters["endpoint"], "at-bind");
+    assert_eq!(req.additional_state["user"], "u-1");
+    assert_eq!(req.claim.uid, "uid-1");
+}
+
+#[test]
+fn a_claim_taken_over_from_the_go_library_is_reissued_with_its_class() {
+    use crate::reconcile::drift::reissue_request;
+    // The Go library's ObjectBucket: no label, no records, no origin.
+    let mut o = bound_state();
+    o.class = class(&[("endpoint", "now")], None);
+    let c = o.claim.clone();
+    o.ob = Some(ob_for(&c, "go-3c5a4e2f", None));
+    if let Some(ob) = o.ob.as_mut() {
+        ob.metadata.labels = None;
+    }
+    o.secret = None;
+    let req = reissue_request(&o).expect("taken over: bound by its ObjectBucket");
+    assert!(req.reissue);
+    assert_eq!(req.bucket_name, "go-3c5a4e2f");
+    assert_eq!(req.parameters["endpoint"], "now");
+    assert!(req.additional_state.is_empty());
+}
+
+#[test]
+fn a_claim_not_yet_bound_by_its_object_bucket_gets_a_new_claims_request() {
+    use crate::reconcile::drift::reissue_request;
+    let base = bound_state();
+    // No ObjectBucket yet.
+    let mut o = base.clone();
+    o.ob = None;
+    assert!(reissue_request(&o).is_none());
+    // A reservation: the provisioner has not been asked yet.
+    let mut o = base.clone();
+    if let Some(ob) = o.ob.as_mut() {
+        ob.metadata
+            .annotations
+            .get_or_insert_default()
+            .insert(crate::api::RESERVED_ANNOTATION.into(), "true".into());
+    }
+    assert!(reissue_request(&o).is_none());
+    // Another claim's (an earlier one of this name).
+    let mut o = base.clone();
+    if let Some(r) = o.ob.as_mut().and_then(|ob| ob.spec.claim_ref.as_mut()) {
+        r.uid = Some("old-uid".into());
+    }
+    assert!(reissue_request(&o).is_none());
+    // Parameters known from nowhere: the class is gone, none recorded.
+    let mut o = base;
+    o.class = ClassState::NotFound("buckets".into());
+    if let Some(a) =
+        o.ob.as_mut()
+            .and_then(|ob| ob.metadata.annotations.as_mut())
+    {
+        a.remove(CLASS_PARAMETERS_ANNOTATION);
+    }
+    assert!(reissue_request(&o).is_none());
 }

@@ -18,7 +18,7 @@ pub use logs::{
     Leak, assert_no_leaks, log_root, register_claim_secrets, register_env_secrets, register_secret,
     registered_secrets, scan_logs,
 };
-pub use process::{Launch, Proc, count_operations};
+pub use process::{ACT_MARKERS, Launch, Proc, acts, count_operations, ensure_no_acts, is_act};
 pub use sample::{Classes, Kind, create_classes, install_sample, sample_params};
 pub use store::{Intent, store_buckets, store_intents};
 pub use suite::{RUSTFS_ADMIN_SECRET, SampleSuite, claim_bucket, claim_keys};

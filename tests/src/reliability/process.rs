@@ -1,6 +1,7 @@
 //! Provisioner processes that can be crashed, killed, frozen and restarted:
 //! how to start one ([`Launch`]), the running process ([`Proc`]), and what its
-//! log says it did ([`count_operations`]).
+//! log says it did ([`count_operations`]; every act, failed ones too:
+//! [`acts`]).
 
 use std::net::SocketAddr;
 use std::os::unix::process::ExitStatusExt;
@@ -281,9 +282,66 @@ pub fn count_operations(log: &str, operation: &str) -> usize {
         .count()
 }
 
+/// What the library logs (at debug, field `act`) for each act of a
+/// replica: every Kubernetes write its reconcilers send, and every
+/// provisioner call, before its outcome is known (failed, refused and
+/// abandoned ones included). The Lease's own writes are not acts.
+pub const ACT_MARKERS: [&str; 2] = ["kubernetes-write", "provisioner-call"];
+
+/// Whether a log line records an act ([`ACT_MARKERS`]).
+pub fn is_act(line: &str) -> bool {
+    ACT_MARKERS.iter().any(|m| {
+        line.contains(&format!("act=\"{m}\""))
+            || line.split_whitespace().any(|w| w == format!("act={m}"))
+    })
+}
+
+/// The lines of `log` that record an act.
+pub fn acts(log: &str) -> Vec<&str> {
+    log.lines().filter(|l| is_act(l)).collect()
+}
+
+/// Fails, quoting the first acts, if `log` (of replica `who`) records any.
+pub fn ensure_no_acts(who: &str, log: &str) -> Result<()> {
+    let found = acts(log);
+    if !found.is_empty() {
+        bail!(
+            "{who} acted {} times (Kubernetes writes and provisioner calls, failed ones included); the first:\n{}",
+            found.len(),
+            found.iter().take(5).copied().collect::<Vec<_>>().join("\n")
+        );
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A standby's log that only a complete count flags: a deletion
+    /// produces no "provisioner succeeded" line, and failed acts none either.
+    const STANDBY_DURING_DELETION: &str = "\
+2026-12-05T09:00:00Z  INFO lib_provisioner::leader: standing by: another replica leads lease=x holder=a
+2026-12-05T09:00:01Z DEBUG lib_provisioner::controller::gate: writing to Kubernetes act=\"kubernetes-write\" method=PATCH path=/apis/objectbucket.io/v1alpha1/namespaces/ha/objectbucketclaims/h0
+2026-12-05T09:00:01Z DEBUG lib_provisioner::reconcile: calling the provisioner act=\"provisioner-call\" operation=\"delete\"
+2026-12-05T09:00:01Z  WARN lib_provisioner::reconcile::steps: provisioner delete failed: store down
+";
+
+    #[test]
+    fn a_standbys_failed_writes_and_teardowns_are_flagged() {
+        assert_eq!(acts(STANDBY_DURING_DELETION).len(), 2);
+        let err = ensure_no_acts("replica-a", STANDBY_DURING_DELETION)
+            .expect_err("a standby that wrote is flagged");
+        assert!(err.to_string().contains("acted 2 times"), "{err}");
+        // What the replica test counted before: blind to all of it.
+        let old = count_operations(STANDBY_DURING_DELETION, "provision")
+            + count_operations(STANDBY_DURING_DELETION, "grant");
+        assert_eq!(old, 0);
+        // Unquoted values (another formatter) count too; mentions do not.
+        assert!(is_act("x act=provisioner-call operation=grant"));
+        assert!(!is_act("x error=\"provisioner call timed out\""));
+        ensure_no_acts("replica-b", "INFO standing by\n").expect("an idle standby passes");
+    }
 
     #[test]
     fn operations_are_counted_from_log_lines() {

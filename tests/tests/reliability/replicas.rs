@@ -8,8 +8,8 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::Client;
 use kube::api::Api;
 use obc_tests::reliability::{
-    Classes, Kind, Proc, Summary, converge, count_operations, register_claim_secrets,
-    wait_all_bound, wait_all_gone,
+    Classes, Kind, Proc, Summary, acts, converge, count_operations, ensure_no_acts,
+    register_claim_secrets, wait_all_bound, wait_all_gone,
 };
 
 use super::{MIXED, Suite, T, create, delete_claim, logs};
@@ -43,10 +43,17 @@ fn handover_bound() -> Duration {
     Duration::from_secs(LEASE) + renew_every() + Duration::from_secs(2)
 }
 
-/// Provisioner operations (provision and grant) a process logged.
-fn ops(p: &Proc) -> usize {
-    let log = p.log();
-    count_operations(&log, "provision") + count_operations(&log, "grant")
+/// Successful provisions and grants a log records: blind to deletions and
+/// to failed calls, so never the proof that a replica did not act (that is
+/// [`ensure_no_acts`]).
+fn ops(log: &str) -> usize {
+    count_operations(log, "provision") + count_operations(log, "grant")
+}
+
+/// Every act (Kubernetes write or provisioner call, failed ones included)
+/// a process logged after byte `from` of its log.
+fn acts_since(p: &Proc, from: usize) -> usize {
+    acts(p.log().get(from..).unwrap_or_default()).len()
 }
 
 /// Two replicas of the sample provisioner sharing the Lease of `deploy/`.
@@ -134,11 +141,11 @@ async fn two_replicas(suite: &Suite, summary: &mut Summary) -> Result<()> {
     // 1. Only the leader acts.
     let first = r.claims(8).await?;
     wait_all_bound(client, r.ns, &first, T).await?;
-    ensure!(ops(&b) == 0, "the standby acted:\n{}", b.log_tail(30));
+    ensure_no_acts("the standby replica-b", &b.log())?;
     ensure!(
-        ops(&a) >= first.len(),
+        ops(&a.log()) >= first.len(),
         "the leader logged {} operations for {} claims",
-        ops(&a),
+        ops(&a.log()),
         first.len()
     );
     let x = suite.expect(&[r.ns]);
@@ -177,15 +184,26 @@ async fn two_replicas(suite: &Suite, summary: &mut Summary) -> Result<()> {
     let a = r.start_standby("replica-a").await?;
     let third = r.claims(4).await?;
     wait_all_bound(client, r.ns, &third, T).await?;
-    ensure!(
-        ops(&a) == 0,
-        "the restarted standby acted:\n{}",
-        a.log_tail(30)
-    );
+    ensure_no_acts("the restarted standby replica-a", &a.log())?;
 
-    // Everything is deleted by the leader.
+    // Everything is deleted by the leader; the standby neither writes nor
+    // calls the provisioner, not even a failed teardown.
+    let deletion = b.log().len();
     r.delete_all(summary).await?;
-    ensure!(ops(&a) == 0, "the standby acted during deletion");
+    ensure_no_acts("the standby replica-a during deletion", &a.log())?;
+    // The same count does see a deletion's acts, in the leader's log (the
+    // old count of successful provisions saw none of them).
+    let deletion_log = b.log().get(deletion..).unwrap_or_default().to_owned();
+    let leader_acts = acts(&deletion_log).len();
+    summary.note("acts of the leader during deletion", leader_acts);
+    ensure!(
+        leader_acts > 0 && ensure_no_acts("replica-b", &deletion_log).is_err(),
+        "the deletion's writes were not counted in the leader's log: the standby's count could not fail"
+    );
+    ensure!(
+        ops(&deletion_log) == 0,
+        "a deletion logged a successful provision"
+    );
     ensure!(b.is_running(), "the leader exited: {}", b.log_tail(30));
     summary.counts.scenarios = 3;
     Ok(())
@@ -207,10 +225,9 @@ async fn frozen_leader(suite: &Suite, summary: &mut Summary) -> Result<()> {
     wait_holder(client, "replica-a", T).await?;
     let mut standby = r.start_standby("replica-b").await?;
     let (mut leader_id, mut standby_id) = ("replica-a", "replica-b");
-    let (mut woken_ops, mut woken_steps) = (0, 0);
+    let (mut woken_acts, mut woken_steps) = (0, 0);
     let mut slowest = Duration::ZERO;
     for round in 0..3 {
-        let before = ops(&leader);
         leader.signal("STOP").await?;
         let frozen = Instant::now();
         summary.counts.crashes += 1;
@@ -234,7 +251,7 @@ async fn frozen_leader(suite: &Suite, summary: &mut Summary) -> Result<()> {
             .wait_exit(renew_every() * 3 + Duration::from_secs(2))
             .await;
         wait_all_bound(client, r.ns, &around, T).await?;
-        woken_ops += ops(&leader) - before;
+        woken_acts += acts_since(&leader, mark);
         // Every step other than Done/Ignore is a write or a provisioner call.
         let log = leader.log();
         woken_steps += log
@@ -258,13 +275,16 @@ async fn frozen_leader(suite: &Suite, summary: &mut Summary) -> Result<()> {
         "slowest hand-over after a freeze",
         format!("{:.1}s", slowest.as_secs_f64()),
     );
-    summary.note("provisioner calls by woken ex-leaders", woken_ops);
+    summary.note(
+        "writes and provisioner calls by woken ex-leaders",
+        woken_acts,
+    );
     summary.note("write steps by woken ex-leaders", woken_steps);
     ensure!(slowest <= handover_bound(), "hand-over took {slowest:?}");
     r.delete_all(summary).await?;
     ensure!(
-        woken_ops == 0 && woken_steps == 0,
-        "woken ex-leaders made {woken_ops} provisioner calls and took {woken_steps} write steps after a new leader took over"
+        woken_acts == 0 && woken_steps == 0,
+        "woken ex-leaders made {woken_acts} writes and provisioner calls and took {woken_steps} write steps after a new leader took over"
     );
     summary.counts.scenarios = 3;
     Ok(())

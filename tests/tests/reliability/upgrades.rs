@@ -500,3 +500,153 @@ async fn upgrades(suite: &Suite, summary: &mut Summary) -> Result<()> {
     summary.counts.scenarios += 1;
     Ok(())
 }
+
+/// Issue 25, item 5: a claim taken over from the Go library gets its
+/// Secret back when a user deletes it or edits it. The Go library left its
+/// bucket with data and no ownership marker, which a new claim's
+/// provisioning rightly refuses: the repair must be a re-issue for the
+/// bucket the claim's ObjectBucket binds, never a new claim's provisioning.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_taken_over_claims_secret_is_restored_after_deletion_and_drift() {
+    Suite::run(
+        "takeover: Secret repair",
+        &["legacy-repair"],
+        taken_over_secret_repair,
+    )
+    .await;
+}
+
+/// A Go-era claim of `class`, under the current CRD (the Go library wrote
+/// `objectBucketName`): unmarked bucket with data, no labels or origin.
+fn go_era<'a>(name: &'a str, ns: &str, bucket: &'a str, class: &'a str) -> Fixture<'a> {
+    Fixture {
+        name,
+        spec: json!({"storageClassName": class, "generateBucketName": name,
+                     "objectBucketName": format!("obc-{ns}-{name}")}),
+        bucket,
+        labelled: false,
+        marker: false,
+        origin: None,
+        claim_ref_uid: true,
+        go_authentication: true,
+        class,
+    }
+}
+
+/// Waits until the Secret of claim `ns/name` exists with data other than
+/// `not` and its keys read `data.txt` of the claim's bucket; returns them.
+async fn restored_and_working(
+    suite: &Suite,
+    ns: &str,
+    name: &str,
+    bucket: &str,
+    not: Option<&(String, String)>,
+) -> Result<(String, String)> {
+    let client = &suite.admin;
+    let keys = obc_tests::wait_for(
+        T,
+        format!("the Secret of {ns}/{name} to be restored"),
+        || async {
+            let Some(s) = Api::<Secret>::namespaced(client.clone(), ns)
+                .get_opt(name)
+                .await?
+            else {
+                return Ok(None);
+            };
+            let data = s.data.unwrap_or_default();
+            let value = |k: &str| {
+                data.get(k)
+                    .map(|v| String::from_utf8_lossy(&v.0).into_owned())
+            };
+            let keys = value("AWS_ACCESS_KEY_ID").zip(value("AWS_SECRET_ACCESS_KEY"));
+            Ok(keys.filter(|k| Some(k) != not))
+        },
+    )
+    .await?;
+    register_secret(&keys.1);
+    let s3 = obc_tests::testenv::s3_client_for(&suite.env.s3_endpoint(), &keys.0, &keys.1);
+    let object = s3
+        .get_object()
+        .bucket(bucket)
+        .key("data.txt")
+        .send()
+        .await?;
+    let body = object.body.collect().await?.into_bytes();
+    ensure!(
+        body.as_ref() == b"user data",
+        "the restored credentials of {name} read {body:?} from {bucket}"
+    );
+    Ok(keys)
+}
+
+async fn taken_over_secret_repair(suite: &Suite, summary: &mut Summary) -> Result<()> {
+    let client = &suite.admin;
+    let ns = "legacy-repair";
+    let classes = suite.namespace(ns).await?;
+    let fixtures = [
+        go_era("go-deleted", ns, "go-deleted-3c5a4e2f", &classes.delete),
+        go_era("go-edited", ns, "go-edited-9b1d7e4a", &classes.delete),
+    ];
+    for f in &fixtures {
+        write_fixture(suite, ns, f).await?;
+    }
+    let s3 = suite.env.s3_client();
+    let buckets_before = store_buckets(&s3).await?;
+    let proc = suite.launch("takeover-repair").start(logs())?;
+    taken_over(client, ns, &["go-deleted", "go-edited"], true).await?;
+
+    // 1. The Secret deleted by its owner comes back, with working keys.
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    secrets.delete("go-deleted", &Default::default()).await?;
+    obc_tests::recording::wait_gone(&secrets, "go-deleted", T).await?;
+    restored_and_working(suite, ns, "go-deleted", "go-deleted-3c5a4e2f", None).await?;
+    summary.counts.scenarios += 1;
+
+    // 2. The Secret edited (drift) is restored, with working keys.
+    let tampered = ("GOERAKEY".to_owned(), "tampered-by-a-user".to_owned());
+    secrets
+        .patch(
+            "go-edited",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"stringData": {"AWS_ACCESS_KEY_ID": tampered.0, "AWS_SECRET_ACCESS_KEY": tampered.1}})),
+        )
+        .await?;
+    restored_and_working(
+        suite,
+        ns,
+        "go-edited",
+        "go-edited-9b1d7e4a",
+        Some(&tampered),
+    )
+    .await?;
+    summary.counts.scenarios += 1;
+
+    // Both still Bound, the store as it was (nothing created, data kept).
+    for name in ["go-deleted", "go-edited"] {
+        let c = claims(client, ns).get(name).await?;
+        ensure!(
+            c.status.as_ref().and_then(|s| s.phase)
+                == Some(lib_provisioner::api::ClaimPhase::Bound),
+            "{name} is {:?}: {}",
+            c.status.as_ref().and_then(|s| s.phase),
+            super::message(&c)
+        );
+    }
+    let buckets_after = store_buckets(&s3).await?;
+    ensure!(
+        buckets_after == buckets_before,
+        "the store changed: before {buckets_before:?}, after {buckets_after:?}"
+    );
+    let mut x = suite.expect(&[ns]);
+    x.unmarked
+        .extend(["go-deleted-3c5a4e2f".into(), "go-edited-9b1d7e4a".into()]);
+    x.preexisting.extend(buckets_before.keys().cloned());
+    let a = converge(&suite.env, client, &x, T).await?;
+    summary.check("Secrets of taken-over claims restored", &a)?;
+    let log = proc.log();
+    summary.note(
+        "re-issues (provision calls)",
+        count_operations(&log, "provision"),
+    );
+    Ok(())
+}

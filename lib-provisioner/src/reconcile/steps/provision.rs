@@ -92,12 +92,18 @@ pub(super) async fn obtain_access<P: Provisioner>(
     o: &mut Observed,
     ctx: &Context<P>,
 ) -> Result<Flow> {
-    let ClassState::Ours(class) = &o.class else {
-        return Err(Error::Waiting(
-            "the StorageClass is needed to provision".into(),
-        ));
+    // A claim its ObjectBucket binds already gets its credentials re-issued.
+    let request = match crate::reconcile::drift::reissue_request(o) {
+        Some(request) => request,
+        None => {
+            let ClassState::Ours(class) = &o.class else {
+                return Err(Error::Waiting(
+                    "the StorageClass is needed to provision".into(),
+                ));
+            };
+            BucketRequest::for_claim(&o.claim, bucket_name, class)
+        }
     };
-    let request = BucketRequest::for_claim(&o.claim, bucket_name, class);
     let (operation, result) = match origin {
         BucketOrigin::Greenfield => (
             "provision",
