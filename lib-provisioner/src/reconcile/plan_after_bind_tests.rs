@@ -494,6 +494,7 @@ fn a_refused_config_holds_the_generation_through_a_later_problem() {
     // Applied (the spec reverted, or a new edit applied): not held.
     record(&mut o, APPLIED_CONFIG_ANNOTATION, r#"{"maxSize":"2Gi"}"#);
     assert!(!holds_generation(&o));
+}
 
 /// The request that restores a bound claim's Secret is a re-issue, taken
 /// from what its ObjectBucket recorded (issue 25, item 5).
