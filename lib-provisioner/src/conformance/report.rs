@@ -168,3 +168,62 @@ impl fmt::Display for ScenarioReport {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report() -> Report {
+        let failed = ScenarioReport::new(
+            Scenario::ProvisionRepeat,
+            Outcome::Failed,
+            "provision again failed with a permanent error: exists".to_owned(),
+            vec!["provision b → Ok: access key AKID at h:1".to_owned()],
+            Duration::from_millis(1500),
+        );
+        let skipped = ScenarioReport::new(
+            Scenario::ScopeReadOnly,
+            Outcome::NotApplicable,
+            "shared credentials".to_owned(),
+            vec!["hidden when not failed".to_owned()],
+            Duration::ZERO,
+        );
+        Report {
+            run: "abc123".to_owned(),
+            scenarios: vec![failed, skipped],
+            elapsed_ms: 1500,
+        }
+    }
+
+    #[test]
+    fn a_failure_shows_what_happened_the_rule_and_its_section() {
+        let r = report();
+        assert!(!r.passed());
+        assert_eq!(r.failures().count(), 1);
+        let shown = r.to_string();
+        assert!(
+            shown.contains("2 scenarios, 0 passed, 1 failed, 1 not applicable"),
+            "{shown}"
+        );
+        assert!(shown.contains("FAIL provision.repeat"), "{shown}");
+        assert!(shown.contains(Rule::Repeat.text()), "{shown}");
+        assert!(
+            shown.contains("provisioner-guide.md#calls-repeat"),
+            "{shown}"
+        );
+        assert!(shown.contains("provision b → Ok"), "{shown}");
+        assert!(shown.contains("n/a  scope.read-only"), "{shown}");
+        assert!(!shown.contains("hidden when not failed"), "{shown}");
+    }
+
+    #[test]
+    fn the_json_form_names_each_scenario_and_its_rule() {
+        let json = report().to_json();
+        let first = &json["scenarios"][0];
+        assert_eq!(first["name"], "provision.repeat");
+        assert_eq!(first["outcome"], "failed");
+        assert_eq!(first["rule"], "repeat");
+        assert_eq!(first["elapsed_ms"], 1500);
+        assert_eq!(json["scenarios"][1]["outcome"], "not-applicable");
+    }
+}

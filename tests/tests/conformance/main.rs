@@ -164,6 +164,41 @@ async fn the_sample_on_rustfs_meets_the_contract() -> Result<()> {
     Ok(())
 }
 
+/// GitHub's anchor of a heading: lowercase, punctuation dropped, spaces
+/// to hyphens.
+fn anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || *c == ' ' || *c == '-')
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+/// The report's links land on a section of the guide that states the rule.
+#[test]
+fn every_rule_links_to_its_section_of_the_guide() {
+    let guide = obc_tests::setup::repo_file("docs/provisioner-guide.md").unwrap();
+    let anchors: Vec<String> = guide
+        .lines()
+        .filter_map(|l| l.strip_prefix('#'))
+        .map(|l| anchor(l.trim_start_matches('#')))
+        .collect();
+    for scenario in Scenario::ALL {
+        let rule = scenario.rule();
+        assert!(
+            anchors.contains(&rule.anchor().to_owned()),
+            "no section #{} in the guide",
+            rule.anchor()
+        );
+        assert!(
+            guide.contains(&format!("`{}`", scenario.name())),
+            "the guide does not list {scenario}"
+        );
+    }
+}
+
 /// Runs the kit's `scenario` on `flaw` and expects it to fail, saying
 /// `says`; returns the report.
 async fn must_fail(target: &Target, flaw: Flaw, scenario: Scenario, says: &str) -> Report {
