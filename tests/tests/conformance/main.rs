@@ -7,7 +7,8 @@
 //! the test.
 //!
 //! `cargo test -p obc-tests --test conformance -- --nocapture --test-threads=1`
-//! prints each report and how long it took.
+//! prints each report and how long it took (`KIT_JSON=1`: the s3s-fs
+//! report as JSON too).
 
 #![allow(clippy::unwrap_used)] // tests may unwrap; the library may not
 
