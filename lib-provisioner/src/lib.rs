@@ -15,10 +15,14 @@
 //! - [`names`]: bucket name rules and generation.
 //! - [`controller`]: the builder and the wiring.
 //! - [`leader`], [`metrics`], [`failpoint`]: operations.
+//! - `conformance` (feature `conformance`): a kit that tests a provisioner
+//!   against the contract on its own store.
 //! - `reconcile` (private): the state machine, as small idempotent steps.
 //! - `writes` (private): every Kubernetes write, one function each.
 
 pub mod api;
+#[cfg(feature = "conformance")]
+pub mod conformance;
 pub mod controller;
 pub mod error;
 pub mod failpoint;

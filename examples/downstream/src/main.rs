@@ -4,47 +4,16 @@
 //! `BACKEND=refuse` serves claims with a backend that refuses every bucket
 //! (each claim shows why); anything else serves them from memory.
 
-use std::collections::BTreeSet;
-use std::sync::Mutex;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use lib_provisioner::provisioner::{
-    BucketAccess, BucketRequest, Credentials, ProvisionError, Provisioner, TeardownRequest,
+    BucketAccess, BucketRequest, ProvisionError, Provisioner, TeardownRequest,
 };
 use lib_provisioner::{ControllerBuilder, RunError};
 
-/// Keeps bucket names in memory.
-#[derive(Default)]
-struct Memory(Mutex<BTreeSet<String>>);
-
-#[async_trait]
-impl Provisioner for Memory {
-    async fn provision(&self, req: &BucketRequest) -> Result<BucketAccess, ProvisionError> {
-        self.0
-            .lock()
-            .map_err(|_| ProvisionError::retryable("state lock poisoned"))?
-            .insert(req.bucket_name.clone());
-        let key = format!("key-{}", req.claim.uid);
-        Ok(
-            BucketAccess::new("memory.invalid", 443, Credentials::new(key, "secret"))
-                .with_state("reclaim", format!("{:?}", req.reclaim_policy)),
-        )
-    }
-    async fn grant(&self, req: &BucketRequest) -> Result<BucketAccess, ProvisionError> {
-        self.provision(req).await
-    }
-    async fn delete(&self, req: &TeardownRequest) -> Result<(), ProvisionError> {
-        self.0
-            .lock()
-            .map_err(|_| ProvisionError::retryable("state lock poisoned"))?
-            .remove(&req.bucket_name);
-        Ok(())
-    }
-    async fn revoke(&self, _: &TeardownRequest) -> Result<(), ProvisionError> {
-        Ok(())
-    }
-}
+mod memory;
+use memory::Memory;
 
 /// Refuses every bucket, saying why.
 struct Refuse;
@@ -125,5 +94,23 @@ mod tests {
         assert!(!err.is_retryable());
         assert!(err.message().contains("shop/photos"), "{err}");
         assert!(std::error::Error::source(&err).is_some());
+    }
+
+    /// The conformance kit against the in-memory store: the provisioner,
+    /// a probe of the store, and what the claims may ask for.
+    #[tokio::test]
+    async fn the_memory_backend_meets_the_contract() {
+        use lib_provisioner::conformance::Kit;
+        use std::collections::BTreeMap;
+
+        let store = Memory::default();
+        let probe = memory::probe::MemoryProbe(store.0.clone());
+        let report = Kit::new(store, probe)
+            .read_only_config(BTreeMap::from([("accessMode".into(), "read-only".into())]))
+            .update_config(BTreeMap::from([("maxSize".into(), "1Gi".into())]))
+            .run()
+            .await;
+        println!("{report}");
+        assert!(report.passed(), "{report}");
     }
 }

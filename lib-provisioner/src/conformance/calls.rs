@@ -1,0 +1,143 @@
+//! Calling the provisioner as the library would: under a timeout, retrying
+//! retryable errors with backoff, and noting each answer.
+
+use std::future::Future;
+use std::time::Duration;
+
+use super::ctx::{Ctx, Log, Step, fail};
+use super::drive::{Driven, drive};
+use crate::provisioner::{BucketAccess, ErrorKind, ProvisionError};
+
+/// A successful answer, as the log shows it (never a secret).
+pub(crate) trait Shown {
+    fn shown(&self) -> String;
+}
+
+impl Shown for () {
+    fn shown(&self) -> String {
+        "Ok".to_owned()
+    }
+}
+
+impl Shown for BucketAccess {
+    fn shown(&self) -> String {
+        format!(
+            "Ok: access key {} at {}:{}",
+            self.credentials.access_key_id, self.endpoint.bucket_host, self.endpoint.bucket_port
+        )
+    }
+}
+
+/// An error as the log shows it.
+pub(crate) fn error_shown(e: &ProvisionError) -> String {
+    let kind = match e.kind() {
+        ErrorKind::Permanent => "permanent",
+        ErrorKind::Retryable => "retryable",
+        ErrorKind::Unsupported => "unsupported",
+    };
+    format!("{kind} error: {}", e.message())
+}
+
+/// The backoff before attempt `attempt + 1`, at least what the error asked.
+fn backoff(attempt: u32, e: &ProvisionError) -> Duration {
+    let ours = Duration::from_millis(100 * 2u64.pow(attempt.min(5)));
+    let asked = e
+        .retry_after()
+        .unwrap_or_default()
+        .min(Duration::from_secs(5));
+    ours.max(asked)
+}
+
+impl Ctx {
+    /// Calls `f` until it answers other than retryable (at most
+    /// `attempts` times), noting each answer under `what`.
+    pub(crate) async fn call<T, F, Fut>(
+        &self,
+        log: &mut Log,
+        what: &str,
+        f: F,
+    ) -> Result<T, ProvisionError>
+    where
+        T: Shown,
+        F: Fn() -> Fut,
+        Fut: Future<Output = Result<T, ProvisionError>>,
+    {
+        let s = &self.settings;
+        let mut attempt = 1;
+        loop {
+            let last = attempt >= s.attempts;
+            let answer = match drive(f(), None, s.settle, s.call_timeout).await {
+                Driven::Done { output, .. } => output,
+                Driven::TimedOut { .. } | Driven::Abandoned { .. } => {
+                    Err(ProvisionError::retryable(format!(
+                        "did not answer within {:?} (the call was dropped, as the library's timeout drops it)",
+                        s.call_timeout
+                    )))
+                }
+            };
+            match answer {
+                Ok(v) => {
+                    log.note(format!("{what} → {}", v.shown()));
+                    return Ok(v);
+                }
+                Err(e) if e.is_retryable() && !last => {
+                    log.note(format!("{what} → {}; retrying", error_shown(&e)));
+                    tokio::time::sleep(backoff(attempt, &e)).await;
+                    attempt += 1;
+                }
+                Err(e) => {
+                    log.note(format!("{what} → {}", error_shown(&e)));
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    /// [`call`](Self::call), which must succeed: otherwise the scenario
+    /// fails saying `what` failed and how.
+    pub(crate) async fn must<T, F, Fut>(&self, log: &mut Log, what: &str, f: F) -> Step<T>
+    where
+        T: Shown,
+        F: Fn() -> Fut,
+        Fut: Future<Output = Result<T, ProvisionError>>,
+    {
+        match self.call(log, what, f).await {
+            Ok(v) => Ok(v),
+            Err(e) if e.is_retryable() => fail(format!(
+                "{what} still failed after {} attempts ({}): the claim would never get past it",
+                self.settings.attempts,
+                error_shown(&e)
+            )),
+            Err(e) => fail(format!("{what} failed with a {}", error_shown(&e))),
+        }
+    }
+
+    /// [`call`](Self::call), which must be refused with a permanent error:
+    /// `Ok` carries the answer when it was not (the caller cleans it up
+    /// and fails, saying what was handed out).
+    pub(crate) async fn refused<T, F, Fut>(
+        &self,
+        log: &mut Log,
+        what: &str,
+        f: F,
+    ) -> Step<Option<T>>
+    where
+        T: Shown,
+        F: Fn() -> Fut,
+        Fut: Future<Output = Result<T, ProvisionError>>,
+    {
+        match self.call(log, what, f).await {
+            Ok(v) => Ok(Some(v)),
+            Err(e) if e.kind() == ErrorKind::Permanent => Ok(None),
+            Err(e) if e.is_retryable() => fail(format!(
+                "{what} answered a retryable error {} times ({}): the library would retry it forever and the claim would stay Pending; a request that cannot succeed as written is a permanent error",
+                self.settings.attempts,
+                e.message()
+            )),
+            Err(e) => fail(format!(
+                "{what} answered an {}: a refusal is a permanent error, saying what the user can change",
+                error_shown(&e)
+            )),
+        }
+    }
+}

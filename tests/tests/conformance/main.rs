@@ -1,0 +1,333 @@
+//! The conformance kit (`lib_provisioner::conformance`) against the sample
+//! provisioner on both stores of the test environment: s3s-fs (shared-admin
+//! credentials, ownership by marker object) and RustFS (a user per claim,
+//! ownership by bucket tag). The sample must pass; a wrapper breaking each
+//! rule of the contract (`broken.rs`) must fail the kit, on the scenario
+//! and with the message that names what it broke. A missing store fails
+//! the test.
+//!
+//! `cargo test -p obc-tests --test conformance -- --nocapture --test-threads=1`
+//! prints each report and how long it took (`KIT_JSON=1`: the s3s-fs
+//! report as JSON too).
+
+#![allow(clippy::unwrap_used)] // tests may unwrap; the library may not
+
+mod broken;
+mod probe;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use anyhow::Result;
+use lib_provisioner::Credentials;
+use lib_provisioner::conformance::{Kit, Outcome, Report, Scenario};
+use obc_tests::rustfs::RustFs;
+use obc_tests::setup::{create_admin_secret, install_deploy};
+use obc_tests::testenv::{self, TestEnv};
+use sample_provisioner::S3Provisioner;
+
+use broken::{Broken, Flaw, read_only};
+use probe::S3Probe;
+
+const SYSTEM_NAMESPACE: &str = "obc-system";
+const ADMIN_SECRET: &str = "kit-store-admin";
+
+/// The sample on one store, and what the kit needs to run it.
+struct Target {
+    _env: TestEnv,
+    _rustfs: Option<RustFs>,
+    sample: Arc<S3Provisioner>,
+    probe: S3Probe,
+    parameters: BTreeMap<String, String>,
+    root: Credentials,
+    per_claim: bool,
+}
+
+impl Target {
+    async fn s3s_fs() -> Result<Self> {
+        let env = TestEnv::start().await?;
+        let (key, secret) = env.s3_root_credentials();
+        let endpoint = env.s3_endpoint();
+        Self::on(env, None, endpoint, key, secret, false).await
+    }
+
+    async fn rustfs() -> Result<Self> {
+        let env = TestEnv::start().await?;
+        let store = RustFs::start(env.dir()).await?;
+        let (key, secret) = store.root_credentials();
+        let endpoint = store.endpoint();
+        Self::on(env, Some(store), endpoint, key, secret, true).await
+    }
+
+    async fn on(
+        env: TestEnv,
+        rustfs: Option<RustFs>,
+        endpoint: String,
+        key: String,
+        secret: String,
+        per_claim: bool,
+    ) -> Result<Self> {
+        install_deploy(&env).await?;
+        let admin = env.admin_client();
+        create_admin_secret(&admin, SYSTEM_NAMESPACE, ADMIN_SECRET, &key, &secret).await?;
+        let sample = Arc::new(S3Provisioner::new(admin));
+        // s3s-fs has neither a user API nor bucket tags.
+        let store_modes: &[(&str, &str)] = if per_claim {
+            &[]
+        } else {
+            &[("credentialsMode", "shared-admin"), ("ownership", "marker")]
+        };
+        let parameters: BTreeMap<String, String> = [
+            ("endpoint", endpoint.as_str()),
+            ("adminSecretName", ADMIN_SECRET),
+            ("adminSecretNamespace", SYSTEM_NAMESPACE),
+        ]
+        .iter()
+        .chain(store_modes)
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+        let probe = S3Probe::new(&endpoint, &key, &secret, sample.state_bucket());
+        Ok(Self {
+            _env: env,
+            _rustfs: rustfs,
+            per_claim,
+            sample,
+            probe,
+            parameters,
+            root: Credentials::new(key, secret),
+        })
+    }
+
+    /// The kit for `provisioner` on this store, set up as the sample's
+    /// class and store need.
+    fn kit(&self, provisioner: impl lib_provisioner::Provisioner) -> Kit {
+        let kit = Kit::new(provisioner, self.probe.clone())
+            .storage_class("kit")
+            .parameters(self.parameters.clone())
+            .read_only_config(read_only());
+        if self.per_claim {
+            kit.update_config(BTreeMap::from([("maxSize".to_owned(), "64Mi".to_owned())]))
+        } else {
+            kit.shared_credentials()
+        }
+    }
+
+    fn broken(&self, flaw: Flaw) -> Broken {
+        Broken::new(self.sample.clone(), flaw, self.root.clone())
+    }
+}
+
+fn timed(store: &str, report: &Report) {
+    println!("{report}");
+    println!("kit on {store}: {:.1} s", report.elapsed_ms as f64 / 1000.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sample_on_s3s_fs_meets_the_contract() -> Result<()> {
+    testenv::init_tracing();
+    let target = Target::s3s_fs().await?;
+    let report = target.kit(target.sample.clone()).run().await;
+    timed("s3s-fs", &report);
+    if std::env::var_os("KIT_JSON").is_some() {
+        println!("{:#}", report.to_json());
+    }
+    assert!(report.passed(), "{report}");
+    // Shared credentials: what cannot hold is said, not passed.
+    for s in [
+        Scenario::ScopeOtherClaimsBucket,
+        Scenario::ScopeReadOnly,
+        Scenario::RotateRepeat,
+    ] {
+        assert_eq!(
+            report.scenario(s).unwrap().outcome,
+            Outcome::NotApplicable,
+            "{s}"
+        );
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sample_on_rustfs_meets_the_contract() -> Result<()> {
+    testenv::init_tracing();
+    let target = Target::rustfs().await?;
+    let report = target.kit(target.sample.clone()).run().await;
+    timed("RustFS", &report);
+    assert!(report.passed(), "{report}");
+    let all_apply = report
+        .scenarios
+        .iter()
+        .all(|s| s.outcome == Outcome::Passed);
+    assert!(
+        all_apply,
+        "every scenario applies to per-claim credentials:\n{report}"
+    );
+    Ok(())
+}
+
+/// GitHub's anchor of a heading: lowercase, punctuation dropped, spaces
+/// to hyphens.
+fn anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || *c == ' ' || *c == '-')
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+/// The report's links land on a section of the guide that states the rule.
+#[test]
+fn every_rule_links_to_its_section_of_the_guide() {
+    let guide = obc_tests::setup::repo_file("docs/provisioner-guide.md").unwrap();
+    let anchors: Vec<String> = guide
+        .lines()
+        .filter_map(|l| l.strip_prefix('#'))
+        .map(|l| anchor(l.trim_start_matches('#')))
+        .collect();
+    for scenario in Scenario::ALL {
+        let rule = scenario.rule();
+        assert!(
+            anchors.contains(&rule.anchor().to_owned()),
+            "no section #{} in the guide",
+            rule.anchor()
+        );
+        assert!(
+            guide.contains(&format!("`{}`", scenario.name())),
+            "the guide does not list {scenario}"
+        );
+    }
+}
+
+/// Runs the kit's `scenario` on `flaw` and expects it to fail, saying
+/// `says`; returns the report.
+async fn must_fail(target: &Target, flaw: Flaw, scenario: Scenario, says: &str) -> Report {
+    let report = target.kit(target.broken(flaw)).only([scenario]).run().await;
+    println!("{flaw:?}:\n{report}");
+    let result = report.scenario(scenario).unwrap();
+    assert_eq!(
+        result.outcome,
+        Outcome::Failed,
+        "{flaw:?} passed {scenario}:\n{report}"
+    );
+    assert!(
+        result.detail.contains(says),
+        "{flaw:?} on {scenario}: {:?} lacks {says:?}",
+        result.detail
+    );
+    assert_eq!(result.rule, scenario.rule());
+    report
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_broken_rule_fails_the_kit_on_s3s_fs() -> Result<()> {
+    testenv::init_tracing();
+    let t = Target::s3s_fs().await?;
+    must_fail(
+        &t,
+        Flaw::FailsWhenItExists,
+        Scenario::ProvisionRepeat,
+        "already exists",
+    )
+    .await;
+    must_fail(
+        &t,
+        Flaw::SecondBucketOnRetry,
+        Scenario::ProvisionRepeat,
+        "that no claim asked for",
+    )
+    .await;
+    must_fail(
+        &t,
+        Flaw::ForgetsWhenDropped,
+        Scenario::ProvisionAbandoned,
+        "was not recorded as this claim's",
+    )
+    .await;
+    // Only a real cancellation finds it: repeated whole, it passes.
+    let whole = t
+        .kit(t.broken(Flaw::ForgetsWhenDropped))
+        .only([Scenario::ProvisionRepeat])
+        .run()
+        .await;
+    assert!(whole.passed(), "{whole}");
+    must_fail(
+        &t,
+        Flaw::FailsWhenGone,
+        Scenario::DeleteNeverProvisioned,
+        "NoSuchBucket",
+    )
+    .await;
+    must_fail(
+        &t,
+        Flaw::FailsWhenGone,
+        Scenario::DeleteRepeat,
+        "delete again",
+    )
+    .await;
+    must_fail(
+        &t,
+        Flaw::FailsWhenGone,
+        Scenario::RevokeNeverGranted,
+        "NoSuchUser",
+    )
+    .await;
+    must_fail(
+        &t,
+        Flaw::TakesOverExisting,
+        Scenario::OwnershipOtherClaimsBucket,
+        "to claim A's bucket",
+    )
+    .await;
+    must_fail(
+        &t,
+        Flaw::TakesOverExisting,
+        Scenario::OwnershipForeignBucket,
+        "did not make",
+    )
+    .await;
+    must_fail(
+        &t,
+        Flaw::KeepsBucketOnDelete,
+        Scenario::TeardownDelete,
+        "still exists",
+    )
+    .await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_broken_credentials_rule_fails_the_kit_on_rustfs() -> Result<()> {
+    testenv::init_tracing();
+    let t = Target::rustfs().await?;
+    must_fail(
+        &t,
+        Flaw::HandsOutRootKey,
+        Scenario::ScopeOtherClaimsBucket,
+        "which it must not reach",
+    )
+    .await;
+    must_fail(
+        &t,
+        Flaw::IgnoresReadOnly,
+        Scenario::ScopeReadOnly,
+        "can write",
+    )
+    .await;
+    must_fail(
+        &t,
+        Flaw::KeepsKeysOnRevoke,
+        Scenario::TeardownRetain,
+        "after they were revoked",
+    )
+    .await;
+    must_fail(
+        &t,
+        Flaw::ForgetsWhenDropped,
+        Scenario::ProvisionAbandoned,
+        "was not recorded as this claim's",
+    )
+    .await;
+    Ok(())
+}
