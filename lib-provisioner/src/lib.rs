@@ -38,7 +38,7 @@ pub use controller::{ControllerBuilder, DEFAULT_PROVISIONER_TIMEOUT, WatchScope}
 pub use error::{Error, RunError};
 pub use provisioner::{
     BucketAccess, BucketRequest, ClaimIdentity, Credentials, ProvisionError, Provisioner,
-    RotationRequest, TeardownRequest, UpdateRequest,
+    Revocation, RotationRequest, TeardownRequest, UpdateRequest,
 };
 pub use reconcile::status::{
     BOUND_CONDITION, CONFIG_APPLIED_CONDITION, CREDENTIALS_ROTATED_CONDITION,

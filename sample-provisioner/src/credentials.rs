@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Mutex;
 
 use async_trait::async_trait;
-use lib_provisioner::{Credentials, ProvisionError};
+use lib_provisioner::{Credentials, ProvisionError, Revocation};
 use tracing::warn;
 
 use crate::access::Access;
@@ -127,15 +127,20 @@ pub trait CredentialIssuer: Send + Sync + 'static {
         )))
     }
 
-    /// Revokes `previous`, which the claim's Secret no longer holds.
+    /// Revokes `previous`, which the claim's Secret no longer holds, and
+    /// says what became of it. The default keeps it: a mode that cannot
+    /// rotate has no previous key of its own to remove.
     async fn revoke_previous(
         &self,
         store: &StoreAdmin,
         req: &CredentialRequest<'_>,
         previous: &str,
-    ) -> Result<(), ProvisionError> {
+    ) -> Result<Revocation, ProvisionError> {
         let _ = (store, req, previous);
-        Ok(())
+        Ok(Revocation::Kept(format!(
+            "credentialsMode {} issues no per-claim keys, so it removes none",
+            self.mode()
+        )))
     }
 }
 

@@ -753,6 +753,19 @@ async fn credentials_rotate_new_then_switch_then_revoke_and_a_shared_key_says_it
             c.status.as_ref().and_then(|s| s.phase),
             Some(ClaimPhase::Bound)
         );
+        // The sample says what became of the previous key: removed now,
+        // not "handed over without saying".
+        let said = c
+            .status
+            .iter()
+            .flat_map(|s| s.conditions.iter())
+            .find(|k| k.type_ == lib_provisioner::CREDENTIALS_ROTATED_CONDITION)
+            .map(|k| k.message.clone())
+            .unwrap_or_default();
+        assert!(
+            said.contains("was revoked") && !said.contains("without saying"),
+            "round {round}: the condition does not say the previous key was revoked: {said}"
+        );
         let s = secrets.get("rot").await.expect("secret");
         let key = secret_value(&s, "AWS_ACCESS_KEY_ID");
         // Alternates between the claim's two users; only the current lives.

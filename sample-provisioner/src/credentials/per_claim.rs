@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use lib_provisioner::failpoint;
-use lib_provisioner::{Credentials, ProvisionError};
+use lib_provisioner::{Credentials, ProvisionError, Revocation};
 use rand::Rng;
 use rand::distr::Alphanumeric;
 use tracing::{debug, info};
@@ -247,7 +247,7 @@ impl CredentialIssuer for PerClaimCredentials {
         store: &StoreAdmin,
         req: &CredentialRequest<'_>,
         previous: &str,
-    ) -> Result<(), ProvisionError> {
+    ) -> Result<Revocation, ProvisionError> {
         // Only the claim's own users; a key handed out by another
         // implementation (a takeover) is not ours to remove.
         let ours = [user_name(req.claim_uid), rotated_user_name(req.claim_uid)];
@@ -256,7 +256,9 @@ impl CredentialIssuer for PerClaimCredentials {
                 bucket = req.bucket,
                 "the previous key is not a user of this claim; nothing to revoke"
             );
-            return Ok(());
+            return Ok(Revocation::Kept(format!(
+                "{previous} is not one of the users this provisioner made for the claim, so it was left alone; an administrator removes it from the store if it should go"
+            )));
         }
         let admin = self.client(store)?;
         if admin
@@ -265,8 +267,9 @@ impl CredentialIssuer for PerClaimCredentials {
             .map_err(|e| admin_error(e, store, req))?
         {
             info!(bucket = req.bucket, user = %previous, "revoked the claim's previous user");
+            return Ok(Revocation::Revoked);
         }
-        Ok(())
+        Ok(Revocation::AlreadyGone)
     }
 
     async fn revoke(

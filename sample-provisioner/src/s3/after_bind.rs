@@ -3,7 +3,9 @@
 
 use std::sync::Arc;
 
-use lib_provisioner::{BucketAccess, ProvisionError, RotationRequest, UpdateRequest};
+use lib_provisioner::{
+    BucketAccess, ProvisionError, Revocation, RotationRequest, UpdateRequest,
+};
 use tracing::info;
 
 use super::{Resolved, S3Provisioner, claim_options, credential_request};
@@ -31,7 +33,7 @@ impl S3Provisioner {
     pub(super) async fn revoke_previous_credentials(
         &self,
         req: &RotationRequest,
-    ) -> Result<(), ProvisionError> {
+    ) -> Result<Revocation, ProvisionError> {
         let (r, issuer, access) = self.rotation_parts(req).await?;
         issuer
             .revoke_previous(
