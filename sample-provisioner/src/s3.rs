@@ -12,8 +12,8 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::{Api, Client};
 use lib_provisioner::api::secret_keys::{ACCESS_KEY_ID, SECRET_ACCESS_KEY};
 use lib_provisioner::{
-    BucketAccess, BucketRequest, Credentials, ProvisionError, Provisioner, Revocation, RotationRequest,
-    TeardownRequest, UpdateRequest,
+    BucketAccess, BucketRequest, Credentials, ProvisionError, Provisioner, Revocation,
+    RotationRequest, TeardownRequest, UpdateRequest,
 };
 use tracing::{debug, info};
 
@@ -493,7 +493,10 @@ impl Provisioner for S3Provisioner {
     /// Removes the claim's previous user and says whether it was there; a
     /// key that is not one of the claim's users is kept, and the claim's
     /// condition says so.
-    async fn revoke_previous_key(&self, req: &RotationRequest) -> Result<Revocation, ProvisionError> {
+    async fn revoke_previous_key(
+        &self,
+        req: &RotationRequest,
+    ) -> Result<Revocation, ProvisionError> {
         self.revoke_previous_credentials(req).await
     }
 

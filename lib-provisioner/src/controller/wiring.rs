@@ -223,6 +223,13 @@ pub(super) fn claim_controller<P: Provisioner>(
         .watches_shared_stream(
             while_leading(bucket_events, &leading),
             move |ob: Arc<ObjectBucket>| {
+                // A reservation comes and goes within the claim's own pass
+                // (made before the provisioner's call, dropped after a
+                // refusal that made nothing): its events would only start
+                // the pass again, each one reserving anew.
+                if crate::reconcile::plan::is_reserved(&ob) {
+                    return None;
+                }
                 ob.spec.claim_ref.as_ref().and_then(|r| {
                     let (ns, name) = (r.namespace.as_deref()?, r.name.as_deref()?);
                     served

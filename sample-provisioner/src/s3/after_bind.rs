@@ -3,9 +3,7 @@
 
 use std::sync::Arc;
 
-use lib_provisioner::{
-    BucketAccess, ProvisionError, Revocation, RotationRequest, UpdateRequest,
-};
+use lib_provisioner::{BucketAccess, ProvisionError, Revocation, RotationRequest, UpdateRequest};
 use tracing::info;
 
 use super::{Resolved, S3Provisioner, claim_options, credential_request};
