@@ -4,9 +4,10 @@
 use std::future::Future;
 use std::time::Duration;
 
-use super::ctx::{Ctx, Log, Step, fail};
+use super::ctx::{Claim, Cleanup, Ctx, Log, Step, fail};
 use super::drive::{Driven, drive};
-use crate::provisioner::{BucketAccess, ErrorKind, ProvisionError};
+use crate::api::ReclaimPolicy;
+use crate::provisioner::{BucketAccess, BucketRequest, ErrorKind, ProvisionError, RotationRequest};
 
 /// A successful answer, as the log shows it (never a secret).
 pub(crate) trait Shown {
@@ -110,6 +111,37 @@ impl Ctx {
             )),
             Err(e) => fail(format!("{what} failed with a {}", error_shown(&e))),
         }
+    }
+
+    /// The set-up most scenarios start from: a new claim (`tag`), its
+    /// bucket provisioned under reclaim policy Delete, with its teardown
+    /// and the credentials it got registered in `undo`.
+    pub(crate) async fn provisioned(
+        &self,
+        tag: &str,
+        undo: &mut Cleanup,
+        log: &mut Log,
+    ) -> Step<(Claim, BucketRequest, BucketAccess)> {
+        let claim = self.claim(tag);
+        let req = self.request(&claim, ReclaimPolicy::Delete);
+        undo.delete(self.teardown(&claim, None, ReclaimPolicy::Delete, true));
+        let access = self
+            .must(log, &format!("provision {}", claim.bucket), || {
+                self.provisioner.provision(&req)
+            })
+            .await?;
+        undo.record(&claim.identity.uid, &access);
+        Ok((claim, req, access))
+    }
+
+    /// This run's rotation of `req` away from `old`'s key.
+    pub(crate) fn rotation(&self, req: &BucketRequest, old: &BucketAccess) -> RotationRequest {
+        RotationRequest::new(
+            req.clone(),
+            format!("kit-{}", self.run),
+            &old.credentials.access_key_id,
+        )
+        .with_state(old.additional_state.clone())
     }
 
     /// [`call`](Self::call), which must be refused with a permanent error:

@@ -15,7 +15,7 @@ use super::super::checks::READ_WRITE;
 use super::super::ctx::{Cleanup, Ctx, Log, Step, Stop, fail};
 use super::super::drive::{Driven, drive, points};
 use crate::api::ReclaimPolicy;
-use crate::provisioner::{ErrorKind, ProvisionError, RotationRequest};
+use crate::provisioner::{ErrorKind, ProvisionError};
 
 #[derive(Clone, Copy)]
 pub(crate) enum Target {
@@ -173,16 +173,8 @@ async fn provision(ctx: &Ctx, k: Option<usize>, undo: &mut Cleanup, log: &mut Lo
 }
 
 async fn delete(ctx: &Ctx, k: Option<usize>, undo: &mut Cleanup, log: &mut Log) -> Step<usize> {
-    let claim = ctx.claim("da");
-    let req = ctx.request(&claim, ReclaimPolicy::Delete);
-    undo.delete(ctx.teardown(&claim, None, ReclaimPolicy::Delete, true));
+    let (claim, _, access) = ctx.provisioned("da", undo, log).await?;
     let p = &ctx.provisioner;
-    let access = ctx
-        .must(log, &format!("provision {}", claim.bucket), || {
-            p.provision(&req)
-        })
-        .await?;
-    undo.record(&claim.identity.uid, &access);
     let td = ctx.teardown(&claim, Some(&access), ReclaimPolicy::Delete, true);
     let (answer, n) = first_call(ctx, log, "delete", k, p.delete(&td)).await?;
     full_call_ok("delete", &answer)?;
@@ -193,22 +185,9 @@ async fn delete(ctx: &Ctx, k: Option<usize>, undo: &mut Cleanup, log: &mut Log) 
 }
 
 async fn rotate(ctx: &Ctx, k: Option<usize>, undo: &mut Cleanup, log: &mut Log) -> Step<usize> {
-    let claim = ctx.claim("ra");
-    let req = ctx.request(&claim, ReclaimPolicy::Delete);
-    undo.delete(ctx.teardown(&claim, None, ReclaimPolicy::Delete, true));
+    let (claim, req, old) = ctx.provisioned("ra", undo, log).await?;
     let p = &ctx.provisioner;
-    let old = ctx
-        .must(log, &format!("provision {}", claim.bucket), || {
-            p.provision(&req)
-        })
-        .await?;
-    undo.record(&claim.identity.uid, &old);
-    let rot = RotationRequest::new(
-        req.clone(),
-        format!("kit-{}", ctx.run),
-        &old.credentials.access_key_id,
-    )
-    .with_state(old.additional_state.clone());
+    let rot = ctx.rotation(&req, &old);
     let (answer, n) = first_call(ctx, log, "rotate", k, p.rotate(&rot)).await?;
     if let Some(Err(e)) = &answer
         && e.kind() == ErrorKind::Unsupported

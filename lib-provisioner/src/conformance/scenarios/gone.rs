@@ -5,16 +5,8 @@ use super::super::ctx::{Cleanup, Ctx, Log, Step};
 use crate::api::ReclaimPolicy;
 
 pub(crate) async fn delete_repeat(ctx: &Ctx, undo: &mut Cleanup, log: &mut Log) -> Step<String> {
-    let claim = ctx.claim("dr");
-    let req = ctx.request(&claim, ReclaimPolicy::Delete);
-    undo.delete(ctx.teardown(&claim, None, ReclaimPolicy::Delete, true));
+    let (claim, _, access) = ctx.provisioned("dr", undo, log).await?;
     let p = &ctx.provisioner;
-    let access = ctx
-        .must(log, &format!("provision {}", claim.bucket), || {
-            p.provision(&req)
-        })
-        .await?;
-    undo.record(&claim.identity.uid, &access);
     let td = ctx.teardown(&claim, Some(&access), ReclaimPolicy::Delete, true);
     ctx.must(log, "delete", || p.delete(&td)).await?;
     ctx.must(

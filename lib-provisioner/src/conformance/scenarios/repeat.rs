@@ -7,7 +7,7 @@ use super::super::checks::READ_WRITE;
 use super::super::ctx::{Cleanup, Ctx, Log, Step, Stop};
 use super::super::{Op, calls::error_shown};
 use crate::api::ReclaimPolicy;
-use crate::provisioner::{ErrorKind, RotationRequest, UpdateRequest};
+use crate::provisioner::{ErrorKind, UpdateRequest};
 
 pub(crate) async fn provision(ctx: &Ctx, undo: &mut Cleanup, log: &mut Log) -> Step<String> {
     let before = ctx.buckets(log).await?;
@@ -79,22 +79,9 @@ pub(crate) async fn grant(ctx: &Ctx, undo: &mut Cleanup, log: &mut Log) -> Step<
 }
 
 pub(crate) async fn rotate(ctx: &Ctx, undo: &mut Cleanup, log: &mut Log) -> Step<String> {
-    let claim = ctx.claim("rr");
-    let req = ctx.request(&claim, ReclaimPolicy::Delete);
-    undo.delete(ctx.teardown(&claim, None, ReclaimPolicy::Delete, true));
+    let (claim, req, old) = ctx.provisioned("rr", undo, log).await?;
     let p = &ctx.provisioner;
-    let old = ctx
-        .must(log, &format!("provision {}", claim.bucket), || {
-            p.provision(&req)
-        })
-        .await?;
-    undo.record(&claim.identity.uid, &old);
-    let rot = RotationRequest::new(
-        req.clone(),
-        format!("kit-{}", ctx.run),
-        &old.credentials.access_key_id,
-    )
-    .with_state(old.additional_state.clone());
+    let rot = ctx.rotation(&req, &old);
     match ctx.call(log, "rotate", || p.rotate(&rot)).await {
         Ok(_) => {}
         Err(e) if e.kind() == ErrorKind::Unsupported => {
@@ -158,16 +145,8 @@ pub(crate) async fn update(ctx: &Ctx, undo: &mut Cleanup, log: &mut Log) -> Step
                 .to_owned(),
         ));
     };
-    let claim = ctx.claim("ur");
-    let req = ctx.request(&claim, ReclaimPolicy::Delete);
-    undo.delete(ctx.teardown(&claim, None, ReclaimPolicy::Delete, true));
+    let (claim, req, access) = ctx.provisioned("ur", undo, log).await?;
     let p = &ctx.provisioner;
-    let access = ctx
-        .must(log, &format!("provision {}", claim.bucket), || {
-            p.provision(&req)
-        })
-        .await?;
-    undo.record(&claim.identity.uid, &access);
     let upd = UpdateRequest::new(
         req.clone().with_additional_config(change.clone()),
         BTreeMap::new(),
