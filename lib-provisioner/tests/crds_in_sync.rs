@@ -19,7 +19,7 @@ fn checked_in_crds_match_the_types() {
         });
         assert!(
             on_disk == generated,
-            "{} drifted from lib-provisioner/src/api.rs; run `cargo run -p obc-tests --bin crdgen`",
+            "{} drifted from lib-provisioner/src/obc/api.rs; run `cargo run -p obc-tests --bin crdgen`",
             path.display()
         );
     }

@@ -87,7 +87,7 @@ async fn the_provisioner_deletes_configmaps_in_its_own_namespace_only() {
         "the provisioner may not delete its creation intents in {SYSTEM}"
     );
     // What the library's writes of the claim's ConfigMap need, in any
-    // namespace (lib-provisioner/src/writes/children.rs).
+    // namespace (lib-provisioner/src/obc/writes/children.rs).
     for verb in ["get", "list", "watch", "create", "update", "patch"] {
         assert!(may(verb, Some(TEAM)).await, "{verb} configmaps in {TEAM}");
     }

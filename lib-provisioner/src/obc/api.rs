@@ -429,7 +429,7 @@ pub fn crd_files() -> Vec<(&'static str, String)> {
     let render = |crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition| {
         let yaml = serde_yaml::to_string(&crd).unwrap_or_else(|e| format!("# could not render: {e}\n"));
         format!(
-            "# Generated from lib-provisioner/src/api.rs by `cargo run -p obc-tests --bin crdgen`.\n# Do not edit: a test fails when this file drifts from the types.\n---\n{yaml}"
+            "# Generated from lib-provisioner/src/obc/api.rs by `cargo run -p obc-tests --bin crdgen`.\n# Do not edit: a test fails when this file drifts from the types.\n---\n{yaml}"
         )
     };
     vec![

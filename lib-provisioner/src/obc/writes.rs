@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 
@@ -25,12 +25,11 @@ use crate::provisioner::BucketAccess;
 
 mod children;
 
+pub(crate) use crate::core::writes::{params, post_params};
+
 pub(crate) use children::{
     Child, adopt_child, config_map, data_hash, release_child, secret, write_child,
 };
-
-/// Field manager recorded on every write.
-pub const FIELD_MANAGER: &str = "lib-provisioner";
 
 fn claim_api(client: &Client, claim: &ObjectBucketClaim) -> Result<Api<ObjectBucketClaim>> {
     let ns = claim
@@ -80,20 +79,6 @@ fn release_patch(meta: &ObjectMeta) -> serde_json::Value {
         .cloned()
         .collect();
     json!({ "metadata": { "resourceVersion": meta.resource_version, "finalizers": finalizers } })
-}
-
-fn params() -> PatchParams {
-    PatchParams {
-        field_manager: Some(FIELD_MANAGER.to_owned()),
-        ..Default::default()
-    }
-}
-
-fn post_params() -> PostParams {
-    PostParams {
-        field_manager: Some(FIELD_MANAGER.to_owned()),
-        ..Default::default()
-    }
 }
 
 /// Adds finalizer and label to the claim and persists a generated bucket name.

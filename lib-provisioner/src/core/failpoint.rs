@@ -93,16 +93,16 @@ mod tests {
     /// The names passed to `hit` in the reconcilers' and writes' source.
     fn hit_names() -> BTreeSet<String> {
         let sources = [
-            include_str!("reconcile/claim.rs"),
-            include_str!("reconcile/bucket.rs"),
-            include_str!("reconcile/steps.rs"),
-            include_str!("reconcile/steps/bind.rs"),
-            include_str!("reconcile/steps/children.rs"),
-            include_str!("reconcile/steps/provision.rs"),
-            include_str!("reconcile/steps/rotation.rs"),
-            include_str!("reconcile/steps/teardown.rs"),
-            include_str!("reconcile/steps/update.rs"),
-            include_str!("writes.rs"),
+            include_str!("../obc/reconcile/claim.rs"),
+            include_str!("../obc/reconcile/bucket.rs"),
+            include_str!("../obc/reconcile/steps.rs"),
+            include_str!("../obc/reconcile/steps/bind.rs"),
+            include_str!("../obc/reconcile/steps/children.rs"),
+            include_str!("../obc/reconcile/steps/provision.rs"),
+            include_str!("../obc/reconcile/steps/rotation.rs"),
+            include_str!("../obc/reconcile/steps/teardown.rs"),
+            include_str!("../obc/reconcile/steps/update.rs"),
+            include_str!("../obc/writes.rs"),
         ];
         let call = ["failpoint::hit(", "\""].concat();
         let mut names = BTreeSet::new();

@@ -1,0 +1,22 @@
+//! The API-neutral core: what every API family (OBC's `objectbucket.io`,
+//! COSI's `objectstorage.k8s.io`) shares.
+//!
+//! - [`provisioner`]: the trait an author implements and its contract.
+//! - [`leader`]: leader election and the lease-bounded call limit.
+//! - [`metrics`] and the health server (`server`, private).
+//! - [`failpoint`]: named crash points for the reliability suite.
+//! - [`names`]: bucket name rules and generation.
+//! - [`error`]: the library's error types.
+//! - `writes` (private): what every Kubernetes write shares (field manager,
+//!   patch parameters).
+//!
+//! Nothing here names an API family's kinds: a change here reaches both.
+
+pub mod error;
+pub mod failpoint;
+pub mod leader;
+pub mod metrics;
+pub mod names;
+pub mod provisioner;
+pub(crate) mod server;
+pub(crate) mod writes;
