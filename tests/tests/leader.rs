@@ -7,13 +7,11 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, ensure};
-use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::jiff::SignedDuration;
-use kube::{Api, Client};
 use lib_provisioner::ControllerBuilder;
 use lib_provisioner::api::{ClaimPhase, ObjectBucketClaimSpec};
-use lib_provisioner::leader::LeaderElection;
 use obc_tests::TestEnv;
+use obc_tests::lease::TestLease;
 use obc_tests::recording::{
     PROVISIONER, Recorder, RunningController, create_claim, create_class, wait_phase,
 };
@@ -25,23 +23,11 @@ const LEASE_NAME: &str = "recorder";
 const LEASE: Duration = Duration::from_secs(6);
 const RENEW: Duration = Duration::from_secs(2);
 
-fn election(identity: &str) -> LeaderElection {
-    LeaderElection::new(SYSTEM, LEASE_NAME, identity).with_lease_duration(LEASE)
-}
-
-async fn holder(client: &Client) -> Result<Option<String>> {
-    let lease = Api::<Lease>::namespaced(client.clone(), SYSTEM)
-        .get_opt(LEASE_NAME)
-        .await?;
-    Ok(lease.and_then(|l| l.spec?.holder_identity))
-}
-
-async fn wait_holder(client: &Client, who: &str) -> Result<()> {
-    obc_tests::wait_for(T, format!("{who} to hold the Lease"), || async {
-        Ok((holder(client).await?.as_deref() == Some(who)).then_some(()))
-    })
-    .await
-}
+const LEASE_OF: TestLease = TestLease {
+    namespace: SYSTEM,
+    name: LEASE_NAME,
+    duration: LEASE,
+};
 
 fn free_addr() -> Result<SocketAddr> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?)
@@ -96,16 +82,20 @@ async fn skewed_standby(env: &TestEnv) -> Result<()> {
     let a = RunningController::start_with(
         client.clone(),
         ControllerBuilder::new(PROVISIONER, a_calls.clone())
-            .leader_election(election("a"))
+            .leader_election(LEASE_OF.election("a"))
             .serve_on(a_addr),
     );
-    wait_holder(client, "a").await?;
+    LEASE_OF.wait_holder(client, "a", T).await?;
     // b's clock is an hour ahead: by it, a's renewTime is always an hour
     // old. Comparing wall clocks, b would take the Lease at once.
     let b = RunningController::start_with(
         client.clone(),
         ControllerBuilder::new(PROVISIONER, b_calls.clone())
-            .leader_election(election("b").with_wall_clock_skew(SignedDuration::from_hours(1)))
+            .leader_election(
+                LEASE_OF
+                    .election("b")
+                    .with_wall_clock_skew(SignedDuration::from_hours(1)),
+            )
             .serve_on(b_addr),
     );
 
@@ -120,7 +110,7 @@ async fn skewed_standby(env: &TestEnv) -> Result<()> {
     // Three leases long, the Lease stays a's and b does nothing.
     let watched = Instant::now();
     while watched.elapsed() < LEASE * 3 {
-        let who = holder(client).await?;
+        let who = LEASE_OF.holder(client).await?;
         ensure!(who.as_deref() == Some("a"), "the Lease moved to {who:?}");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
@@ -141,7 +131,7 @@ async fn skewed_standby(env: &TestEnv) -> Result<()> {
     drop(a);
     let stopped = Instant::now();
     create_claim(client, "apps", "after", spec()).await?;
-    wait_holder(client, "b").await?;
+    LEASE_OF.wait_holder(client, "b", T).await?;
     let takeover = stopped.elapsed();
     let took_over = Instant::now();
     wait_phase(client, "apps", "after", ClaimPhase::Bound, T).await?;

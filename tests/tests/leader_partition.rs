@@ -13,15 +13,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, ensure};
 use async_trait::async_trait;
-use k8s_openapi::api::coordination::v1::Lease;
-use kube::{Api, Client};
+use kube::Client;
 use lib_provisioner::api::{ClaimPhase, ObjectBucketClaimSpec};
-use lib_provisioner::leader::LeaderElection;
 use lib_provisioner::{
     BucketAccess, BucketRequest, ControllerBuilder, ProvisionError, Provisioner, RunError,
     TeardownRequest,
 };
 use obc_tests::TestEnv;
+use obc_tests::lease::TestLease;
 use obc_tests::recording::{
     PROVISIONER, Recorder, RunningController, create_claim, create_class, wait_phase,
 };
@@ -38,23 +37,11 @@ const RENEW: Duration = Duration::from_secs(2);
 /// Scheduling slack on a loaded 2-core machine.
 const SLACK: Duration = Duration::from_millis(700);
 
-fn election(identity: &str) -> LeaderElection {
-    LeaderElection::new(SYSTEM, LEASE_NAME, identity).with_lease_duration(LEASE)
-}
-
-async fn holder(client: &Client) -> Result<Option<String>> {
-    let lease = Api::<Lease>::namespaced(client.clone(), SYSTEM)
-        .get_opt(LEASE_NAME)
-        .await?;
-    Ok(lease.and_then(|l| l.spec?.holder_identity))
-}
-
-async fn wait_holder(client: &Client, who: &str) -> Result<()> {
-    obc_tests::wait_for(T, format!("{who} to hold the Lease"), || async {
-        Ok((holder(client).await?.as_deref() == Some(who)).then_some(()))
-    })
-    .await
-}
+const LEASE_OF: TestLease = TestLease {
+    namespace: SYSTEM,
+    name: LEASE_NAME,
+    duration: LEASE,
+};
 
 /// A TCP proxy to the apiserver that can be made to hang: accept every
 /// byte from either side and forward none (a partition that leaves
@@ -272,15 +259,16 @@ async fn partitioned_leader(env: &TestEnv) -> Result<()> {
     let a_client = client_via(env, proxy.addr).await?;
     let a = tokio::spawn(
         ControllerBuilder::new(PROVISIONER, a_calls.clone())
-            .leader_election(election("a"))
+            .leader_election(LEASE_OF.election("a"))
             .backoff(Duration::from_millis(200), Duration::from_secs(1))
             .run(a_client, futures::future::pending()),
     );
-    wait_holder(client, "a").await?;
+    LEASE_OF.wait_holder(client, "a", T).await?;
     let b_calls = Recorder::default();
     let b = RunningController::start_with(
         client.clone(),
-        ControllerBuilder::new(PROVISIONER, b_calls.clone()).leader_election(election("b")),
+        ControllerBuilder::new(PROVISIONER, b_calls.clone())
+            .leader_election(LEASE_OF.election("b")),
     );
     create_claim(client, "apps", "before", spec("before-bucket")).await?;
     wait_phase(client, "apps", "before", ClaimPhase::Bound, T).await?;
@@ -324,7 +312,7 @@ async fn partitioned_leader(env: &TestEnv) -> Result<()> {
 
     // The standby takes over and binds both claims: the one a's call was
     // abandoned for, and the one created while a was cut off.
-    wait_holder(client, "b").await?;
+    LEASE_OF.wait_holder(client, "b", T).await?;
     wait_phase(client, "apps", "meanwhile", ClaimPhase::Bound, T).await?;
     wait_phase(client, "apps", "inflight", ClaimPhase::Bound, T).await?;
     let takeover = cut.elapsed();
