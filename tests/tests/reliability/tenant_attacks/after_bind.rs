@@ -19,11 +19,9 @@ use lib_provisioner::api::{
     ROTATION_PENDING_ANNOTATION,
 };
 use obc_tests::reliability::{
-    PROVISIONER, RUSTFS_ADMIN_SECRET, SYSTEM_NAMESPACE, Summary, claim_bucket, claim_keys,
-    create_class, register_secret, wait_all_bound, wait_all_gone,
+    Summary, claim_bucket, claim_keys, register_secret, wait_all_bound, wait_all_gone,
 };
 use obc_tests::rustfs::RustFs;
-use obc_tests::setup::create_admin_secret;
 use obc_tests::testenv::s3_client_for;
 use obc_tests::wait_for;
 use sample_provisioner::admin::AdminClient;
@@ -55,24 +53,8 @@ async fn a_foreign_key_id_written_into_a_claims_secret_is_never_revoked() {
 
 /// The store's admin API and a per-claim class on it.
 async fn per_claim_store(suite: &Suite, store: &RustFs) -> Result<AdminClient> {
+    let endpoint = super::rustfs_class(suite, store, CLASS).await?;
     let (key, secret) = store.root_credentials();
-    register_secret(&secret);
-    create_admin_secret(
-        &suite.admin,
-        SYSTEM_NAMESPACE,
-        RUSTFS_ADMIN_SECRET,
-        &key,
-        &secret,
-    )
-    .await?;
-    let endpoint = store.endpoint().trim_end_matches('/').to_owned();
-    let params = [
-        ("endpoint", endpoint.as_str()),
-        ("adminSecretName", RUSTFS_ADMIN_SECRET),
-        ("adminSecretNamespace", SYSTEM_NAMESPACE),
-        ("forceDelete", "true"),
-    ];
-    create_class(&suite.admin, CLASS, PROVISIONER, "Delete", params).await?;
     for ns in [VICTIM, TENANT] {
         suite.env.ensure_namespace(ns).await?;
     }

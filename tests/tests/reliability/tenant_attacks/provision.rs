@@ -16,11 +16,9 @@ use lib_provisioner::api::{
     PROVISIONER_LABEL,
 };
 use obc_tests::reliability::{
-    Kind, PROVISIONER, RUSTFS_ADMIN_SECRET, SYSTEM_NAMESPACE, Summary, claim_keys, create_class,
-    register_secret, wait_all_bound, wait_all_gone,
+    Kind, Summary, claim_keys, register_secret, wait_all_bound, wait_all_gone,
 };
 use obc_tests::rustfs::RustFs;
-use obc_tests::setup::create_admin_secret;
 use obc_tests::testenv::s3_client_for;
 use obc_tests::wait_for;
 use sample_provisioner::store::OWNER_TAG;
@@ -89,29 +87,6 @@ async fn owner_tag(store: &RustFs) -> Option<String> {
         .map(|t| t.value().to_owned())
 }
 
-/// A RustFS class of the sample (per-claim credentials, ownership tags,
-/// forceDelete): the one a tenant may use.
-async fn rustfs_class(suite: &Suite, store: &RustFs) -> Result<()> {
-    let (key, secret) = store.root_credentials();
-    register_secret(&secret);
-    create_admin_secret(
-        &suite.admin,
-        SYSTEM_NAMESPACE,
-        RUSTFS_ADMIN_SECRET,
-        &key,
-        &secret,
-    )
-    .await?;
-    let endpoint = store.endpoint().trim_end_matches('/').to_owned();
-    let params = [
-        ("endpoint", endpoint.as_str()),
-        ("adminSecretName", RUSTFS_ADMIN_SECRET),
-        ("adminSecretNamespace", SYSTEM_NAMESPACE),
-        ("forceDelete", "true"),
-    ];
-    create_class(&suite.admin, "tenant-rustfs", PROVISIONER, "Delete", params).await
-}
-
 /// The attacks: a claim that names the admin's bucket through the
 /// generated-name annotation, next to a prefix; and one that also forges
 /// the library's finalizer and label, as if it had been prepared.
@@ -167,7 +142,7 @@ async fn a_claim_annotation_never_takes_over_an_empty_bucket() {
 async fn hijack(suite: &Suite, summary: &mut Summary, store: &RustFs) -> Result<()> {
     let ns = "tenant";
     suite.env.ensure_namespace(ns).await?;
-    rustfs_class(suite, store).await?;
+    super::rustfs_class(suite, store, "tenant-rustfs").await?;
     store
         .root_client()
         .create_bucket()
