@@ -201,10 +201,15 @@ async fn a_second_node_is_refused_and_a_crashed_one_is_cleaned_up() -> Result<()
     let child_pid = child.id().context("the child's PID")?;
     let stdout = child.stdout.take().context("the child's stdout")?;
     let mut lines = BufReader::new(stdout).lines();
-    let ready = tokio::time::timeout(Duration::from_secs(120), lines.next_line()).await??;
-    if !ready.is_some_and(|l| l.starts_with("ready")) {
-        bail!("obc-node did not start (its stderr is above)");
-    }
+    let ready = async {
+        while let Some(line) = lines.next_line().await? {
+            if line.starts_with("ready") {
+                return Ok(());
+            }
+        }
+        bail!("obc-node exited before its node was ready (its stderr is above)")
+    };
+    tokio::time::timeout(Duration::from_secs(120), ready).await??;
 
     let refused = Node::start()
         .await

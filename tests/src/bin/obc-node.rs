@@ -29,6 +29,13 @@ async fn main() -> ExitCode {
 }
 
 async fn run() -> Result<()> {
+    // Logs to stderr: stdout carries only the `ready` line.
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
     let node = Node::start().await?;
     println!("ready kubeconfig={}", node.kubeconfig_path().display());
     eprintln!(

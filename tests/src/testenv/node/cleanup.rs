@@ -126,7 +126,9 @@ fn stop_processes(state: &RunState) {
         .filter(|(pid, _, cmdline)| *pid != me && !dir.is_empty() && cmdline.contains(&dir))
         .map(|(pid, _, _)| pid)
         .collect();
-    terminate(&control_plane, Duration::from_secs(10));
+    // Their state is thrown away: no graceful stop (kube-apiserver's takes
+    // over 10 s once etcd is gone).
+    terminate(&control_plane, Duration::ZERO);
 }
 
 /// The PIDs in any Pod cgroup of any hierarchy.

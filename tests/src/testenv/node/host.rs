@@ -104,18 +104,24 @@ pub(super) fn processes() -> Vec<(u32, String, String)> {
 }
 
 /// SIGTERMs `pids`, waits up to `grace` for them to go, SIGKILLs the rest
-/// and waits for those too (a few seconds at most).
+/// and waits for those too (a few seconds at most). A zero `grace` kills
+/// at once.
 pub(super) fn terminate(pids: &[u32], grace: std::time::Duration) {
     use std::time::{Duration, Instant};
-    for &pid in pids {
-        signal(pid, "TERM");
+    if !grace.is_zero() {
+        for &pid in pids {
+            signal(pid, "TERM");
+        }
     }
     let deadline = Instant::now() + grace;
     while pids.iter().any(|&p| alive(p)) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
     for &pid in pids.iter().filter(|&&p| alive(p)) {
-        tracing::warn!(pid, "still running {grace:?} after SIGTERM: SIGKILL");
+        if !grace.is_zero() {
+            let exe = fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default();
+            tracing::warn!(pid, exe = %exe.display(), "still running {grace:?} after SIGTERM: SIGKILL");
+        }
         signal(pid, "KILL");
     }
     let deadline = Instant::now() + Duration::from_secs(5);

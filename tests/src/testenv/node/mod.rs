@@ -446,25 +446,38 @@ impl Node {
             return Ok(());
         }
         self.cleaned = true;
+        let t = Instant::now();
         self.delete_workloads();
+        let workloads = t.elapsed();
+        let t = Instant::now();
         let procs = &mut self.procs;
-        for proc in [
-            &mut procs.kube_proxy,
-            &mut procs.kubelet,
-            &mut procs.containerd,
-            &mut procs.scheduler,
-            &mut procs.controller_manager,
-            &mut procs.apiserver,
-            &mut procs.etcd,
+        // The node's programs stop gracefully (the kubelet and containerd
+        // tidy up); the control plane's state is thrown away.
+        let graceful = Duration::from_secs(10);
+        for (proc, grace) in [
+            (&mut procs.kube_proxy, graceful),
+            (&mut procs.kubelet, graceful),
+            (&mut procs.containerd, graceful),
+            (&mut procs.scheduler, Duration::ZERO),
+            (&mut procs.controller_manager, Duration::ZERO),
+            (&mut procs.apiserver, Duration::ZERO),
+            (&mut procs.etcd, Duration::ZERO),
         ] {
             if let Some(mut p) = proc.take() {
                 if let Some(pid) = p.pid() {
-                    host::terminate(&[pid], Duration::from_secs(10));
+                    host::terminate(&[pid], grace);
                 }
                 p.stop_blocking();
             }
         }
-        cleanup::clean_host(&self.state, self.keep_dir)
+        let stop = t.elapsed();
+        let t = Instant::now();
+        let cleaned = cleanup::clean_host(&self.state, self.keep_dir);
+        tracing::info!(
+            "node stopped: workloads deleted in {workloads:.1?}, processes stopped in {stop:.1?},              host cleaned in {:.1?}",
+            t.elapsed()
+        );
+        cleaned
     }
 
     /// Deletes every workload through the API while the kubelet runs, so
