@@ -16,7 +16,9 @@ use anyhow::{Context, Result, bail};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::api::{Api, LogParams, PostParams};
-use obc_tests::testenv::node::{BRIDGE_ADDRESS, HostSnapshot, LockError, Node, busybox_image};
+use obc_tests::testenv::node::{
+    BRIDGE_ADDRESS, BUSYBOX_IMAGE, HostSnapshot, LockError, Node, busybox_image,
+};
 use obc_tests::wait_for;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::Mutex;
@@ -29,7 +31,7 @@ const APP_IMAGE: &str = "localhost/obc/kubectl:1";
 const HOST_PORT: u16 = 18080;
 
 fn assert_host_unchanged(before: &HostSnapshot) {
-    let after = HostSnapshot::take(false);
+    let after = HostSnapshot::take();
     let diff = after.diff(before);
     assert!(
         diff.is_empty(),
@@ -98,7 +100,7 @@ fn pod_ready(pod: &Pod) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pod_reaches_the_apiserver_and_a_host_server_and_the_host_is_restored() -> Result<()> {
     let _serial = SERIAL.lock().await;
-    let before = HostSnapshot::take(false);
+    let before = HostSnapshot::take();
     let node = Node::start().await?;
     let t = node.timings().clone();
     eprintln!(
@@ -192,7 +194,7 @@ async fn a_pod_reaches_the_apiserver_and_a_host_server_and_the_host_is_restored(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_node_is_refused_and_a_crashed_one_is_cleaned_up() -> Result<()> {
     let _serial = SERIAL.lock().await;
-    let before = HostSnapshot::take(false);
+    let before = HostSnapshot::take();
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_obc-node"))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -240,6 +242,40 @@ async fn a_second_node_is_refused_and_a_crashed_one_is_cleaned_up() -> Result<()
         node.timings().stale_cleanup
     );
     node.shutdown().await?;
+    assert_host_unchanged(&before);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_test_that_panics_leaves_the_host_as_it_was() -> Result<()> {
+    let _serial = SERIAL.lock().await;
+    let before = HostSnapshot::take();
+    let test = tokio::spawn(async {
+        let node = Node::start().await?;
+        let pods: Api<Pod> = Api::namespaced(node.admin_client(), "default");
+        let sleeper: Pod = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "app"},
+            "spec": {"containers": [{
+                "name": "sleep", "image": BUSYBOX_IMAGE, "imagePullPolicy": "Never",
+                "command": ["sleep", "3600"],
+            }]},
+        }))?;
+        pods.create(&PostParams::default(), &sleeper).await?;
+        wait_for(Duration::from_secs(60), "the Pod to be Ready", || async {
+            Ok(pod_ready(&pods.get("app").await?).then_some(()))
+        })
+        .await?;
+        panic!("a failing test, with a node and a Pod running");
+        #[allow(unreachable_code)]
+        anyhow::Ok(())
+    });
+    let outcome = test.await;
+    assert!(
+        outcome.as_ref().is_err_and(|e| e.is_panic()),
+        "the test was to panic after its Pod ran: {outcome:?}"
+    );
     assert_host_unchanged(&before);
     Ok(())
 }

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
 
+use super::NODE_DIR_PREFIX;
 use super::cleanup::{NODE_DIRS, node_mounts};
 use super::host::{output, processes};
 use super::state::{KUBELET_SYSCTLS, SHARED_PATHS, STATE_PATH};
@@ -43,10 +44,11 @@ pub struct HostSnapshot {
 }
 
 impl HostSnapshot {
-    /// Captures the host now. Processes of the node's programs are listed
-    /// by name only when `include_control_plane` (the loopback test
-    /// environment of other tests runs etcd and kube-apiserver too).
-    pub fn take(include_control_plane: bool) -> HostSnapshot {
+    /// Captures the host now. The node's processes: those of its own
+    /// programs, and etcd, kube-apiserver and kube-controller-manager
+    /// only if they run from a node's directory (the loopback test
+    /// environment runs them too).
+    pub fn take() -> HostSnapshot {
         let mut parts = BTreeMap::new();
         let mut put = |name: &str, text: String| {
             parts.insert(name.to_string(), text);
@@ -87,19 +89,18 @@ impl HostSnapshot {
         let me = std::process::id();
         let procs = processes()
             .into_iter()
-            .filter(|(pid, exe, _)| {
+            .filter(|(pid, exe, cmdline)| {
                 let name = Path::new(exe)
                     .file_name()
-                    .map(|n| n.to_string_lossy().into_owned());
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                let shared = matches!(
+                    name.as_str(),
+                    "etcd" | "kube-apiserver" | "kube-controller-manager"
+                );
                 *pid != me
-                    && name.is_some_and(|n| {
-                        NODE_PROGRAMS.contains(&n.as_str())
-                            && (include_control_plane
-                                || !matches!(
-                                    n.as_str(),
-                                    "etcd" | "kube-apiserver" | "kube-controller-manager"
-                                ))
-                    })
+                    && NODE_PROGRAMS.contains(&name.as_str())
+                    && (!shared || cmdline.contains(NODE_DIR_PREFIX))
             })
             .map(|(pid, exe, _)| format!("{pid} {exe}"))
             .collect::<Vec<_>>()

@@ -61,6 +61,9 @@ use state::RunState;
 /// The Node's name (and the kubelet's serving certificate's).
 pub const NODE_NAME: &str = "obc-node";
 
+/// The start of every node run's directory name, under the temporary directory.
+const NODE_DIR_PREFIX: &str = "/obc-node-";
+
 const NODE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Tests of one process take turns: the second waits here instead of
@@ -182,7 +185,7 @@ impl Node {
         }
 
         let dir = tempfile::Builder::new()
-            .prefix("obc-node-")
+            .prefix(NODE_DIR_PREFIX.trim_start_matches('/'))
             .tempdir()
             .context("creating the node's directory")?
             .keep();
@@ -474,7 +477,8 @@ impl Node {
         let t = Instant::now();
         let cleaned = cleanup::clean_host(&self.state, self.keep_dir);
         tracing::info!(
-            "node stopped: workloads deleted in {workloads:.1?}, processes stopped in {stop:.1?},              host cleaned in {:.1?}",
+            "node stopped: workloads deleted in {workloads:.1?}, processes stopped in {stop:.1?}, \
+             host cleaned in {:.1?}",
             t.elapsed()
         );
         cleaned
