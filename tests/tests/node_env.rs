@@ -17,7 +17,8 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::api::{Api, LogParams, PostParams};
 use obc_tests::testenv::node::{
-    BRIDGE_ADDRESS, BUSYBOX_IMAGE, HostSnapshot, LockError, Node, busybox_image,
+    BRIDGE_ADDRESS, BUSYBOX_IMAGE, HostSnapshot, LockError, Node, NodeLock, NodeOptions,
+    busybox_image,
 };
 use obc_tests::wait_for;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -213,7 +214,12 @@ async fn a_second_node_is_refused_and_a_crashed_one_is_cleaned_up() -> Result<()
     };
     tokio::time::timeout(Duration::from_secs(120), ready).await??;
 
-    let refused = Node::start()
+    // Without waiting for the lock, whatever OBC_NODE_LOCK_WAIT says.
+    let no_wait = NodeOptions {
+        lock_wait: Duration::ZERO,
+        ..NodeOptions::from_env()
+    };
+    let refused = Node::start_with(no_wait)
         .await
         .expect_err("a second node must not start");
     match refused.downcast_ref::<LockError>() {
@@ -283,6 +289,8 @@ async fn a_test_that_panics_leaves_the_host_as_it_was() -> Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_state_nobody_recorded_stops_the_start() -> Result<()> {
     let _serial = SERIAL.lock().await;
+    // Another process's node has these directories: wait for it to end.
+    drop(NodeLock::acquire_waiting(NodeOptions::from_env().lock_wait).await?);
     // A directory a kubelet would make, as if another node ran here.
     std::fs::create_dir("/var/log/pods")
         .context("/var/log/pods must not exist before this test")?;

@@ -6,6 +6,7 @@
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 /// The lock file (on tmpfs: it is left in place, empty of meaning once no
 /// process holds the lock).
@@ -42,6 +43,22 @@ impl NodeLock {
     /// Takes the lock without waiting, or says who holds it.
     pub fn acquire() -> Result<NodeLock, LockError> {
         Self::acquire_at(Path::new(LOCK_PATH))
+    }
+
+    /// Like [`Self::acquire`], but while another process holds the lock,
+    /// tries again every half second for up to `wait` (for hosts where
+    /// several people's tests share one node, e.g. `OBC_NODE_LOCK_WAIT`).
+    pub async fn acquire_waiting(wait: Duration) -> Result<NodeLock, LockError> {
+        let deadline = Instant::now() + wait;
+        loop {
+            match Self::acquire() {
+                Err(LockError::Held { pid, .. }) if Instant::now() < deadline => {
+                    tracing::info!("waiting for the node lock, held by PID {pid}");
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+                other => return other,
+            }
+        }
     }
 
     fn acquire_at(path: &Path) -> Result<NodeLock, LockError> {

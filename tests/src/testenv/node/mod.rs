@@ -61,6 +61,10 @@ use state::RunState;
 /// The Node's name (and the kubelet's serving certificate's).
 pub const NODE_NAME: &str = "obc-node";
 
+/// Seconds [`Node::start`] waits for another process's node to finish
+/// (default 0: it fails at once, naming the holder).
+pub const ENV_NODE_LOCK_WAIT: &str = "OBC_NODE_LOCK_WAIT";
+
 /// The start of every node run's directory name, under the temporary directory.
 const NODE_DIR_PREFIX: &str = "/obc-node-";
 
@@ -76,13 +80,22 @@ pub struct NodeOptions {
     /// Keep the run's directory (logs, configs, certificates) after the
     /// cleanup; default: `OBC_KEEP_TESTENV=1`.
     pub keep_dir: bool,
+    /// How long to wait for another process's node to finish before
+    /// failing with [`LockError::Held`]; default: `OBC_NODE_LOCK_WAIT`
+    /// seconds, else zero.
+    pub lock_wait: Duration,
 }
 
 impl NodeOptions {
     /// The defaults, with `keep_dir` from `OBC_KEEP_TESTENV`.
     pub fn from_env() -> NodeOptions {
+        let lock_wait = std::env::var(ENV_NODE_LOCK_WAIT)
+            .ok()
+            .and_then(|s| s.parse::<u64>().ok())
+            .unwrap_or(0);
         NodeOptions {
             keep_dir: std::env::var_os(ENV_KEEP_TESTENV).is_some_and(|v| v == "1"),
+            lock_wait: Duration::from_secs(lock_wait),
         }
     }
 }
@@ -162,7 +175,7 @@ impl Node {
         let bins = NodeBinaries::find()?;
         require_root()?;
         let turn = TURN.clone().lock_owned().await;
-        let lock = NodeLock::acquire()?;
+        let lock = NodeLock::acquire_waiting(options.lock_wait).await?;
 
         let stale_started = Instant::now();
         if let Some(old) = RunState::load()? {
