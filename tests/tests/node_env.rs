@@ -16,6 +16,7 @@ use anyhow::{Context, Result, bail};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::api::{Api, LogParams, PostParams};
+use obc_tests::testenv::client_from_kubeconfig;
 use obc_tests::testenv::node::{
     BRIDGE_ADDRESS, BUSYBOX_IMAGE, HostSnapshot, LockError, Node, NodeLock, NodeOptions,
     busybox_image,
@@ -88,6 +89,30 @@ async fn logs_containing(pods: &Api<Pod>, needle: &str) -> Result<String> {
             Ok(logs.contains(needle).then_some(logs))
         },
     )
+    .await
+}
+
+/// A busybox Pod `app` that sleeps (SIGTERM is ignored: the kubelet's
+/// SIGKILL ends it).
+fn sleeper_pod() -> Result<Pod> {
+    Ok(serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "app"},
+        "spec": {"containers": [{
+            "name": "sleep", "image": BUSYBOX_IMAGE, "imagePullPolicy": "Never",
+            "command": ["sleep", "3600"],
+        }]},
+    }))?)
+}
+
+/// Creates [`sleeper_pod`] with `client` and waits until it is Ready.
+async fn run_sleeper(client: kube::Client) -> Result<()> {
+    let pods: Api<Pod> = Api::namespaced(client, "default");
+    pods.create(&PostParams::default(), &sleeper_pod()?).await?;
+    wait_for(Duration::from_secs(60), "the Pod to be Ready", || async {
+        Ok(pod_ready(&pods.get("app").await?).then_some(()))
+    })
     .await
 }
 
@@ -206,13 +231,18 @@ async fn a_second_node_is_refused_and_a_crashed_one_is_cleaned_up() -> Result<()
     let mut lines = BufReader::new(stdout).lines();
     let ready = async {
         while let Some(line) = lines.next_line().await? {
-            if line.starts_with("ready") {
-                return Ok(());
+            if let Some(path) = line.strip_prefix("ready kubeconfig=") {
+                return Ok(std::path::PathBuf::from(path));
             }
         }
         bail!("obc-node exited before its node was ready (its stderr is above)")
     };
-    tokio::time::timeout(Duration::from_secs(120), ready).await??;
+    // Plus the time it may wait for another process's node to finish.
+    let patience = Duration::from_secs(120) + NodeOptions::from_env().lock_wait;
+    let kubeconfig = tokio::time::timeout(patience, ready).await??;
+    // A Pod, so the crash leaves its shim, container, mounts, network
+    // namespace and veth behind too.
+    run_sleeper(client_from_kubeconfig(&kubeconfig).await?).await?;
 
     // Without waiting for the lock, whatever OBC_NODE_LOCK_WAIT says.
     let no_wait = NodeOptions {
@@ -258,21 +288,7 @@ async fn a_test_that_panics_leaves_the_host_as_it_was() -> Result<()> {
     let before = HostSnapshot::take();
     let test = tokio::spawn(async {
         let node = Node::start().await?;
-        let pods: Api<Pod> = Api::namespaced(node.admin_client(), "default");
-        let sleeper: Pod = serde_json::from_value(serde_json::json!({
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": "app"},
-            "spec": {"containers": [{
-                "name": "sleep", "image": BUSYBOX_IMAGE, "imagePullPolicy": "Never",
-                "command": ["sleep", "3600"],
-            }]},
-        }))?;
-        pods.create(&PostParams::default(), &sleeper).await?;
-        wait_for(Duration::from_secs(60), "the Pod to be Ready", || async {
-            Ok(pod_ready(&pods.get("app").await?).then_some(()))
-        })
-        .await?;
+        run_sleeper(node.admin_client()).await?;
         panic!("a failing test, with a node and a Pod running");
         #[allow(unreachable_code)]
         anyhow::Ok(())
