@@ -50,10 +50,16 @@ impl NodeLock {
     /// several people's tests share one node, e.g. `OBC_NODE_LOCK_WAIT`).
     pub async fn acquire_waiting(wait: Duration) -> Result<NodeLock, LockError> {
         let deadline = Instant::now() + wait;
+        let mut said = false;
         loop {
             match Self::acquire() {
-                Err(LockError::Held { pid, .. }) if Instant::now() < deadline => {
-                    tracing::info!("waiting for the node lock, held by PID {pid}");
+                Err(LockError::Held { pid, command }) if Instant::now() < deadline => {
+                    if !said {
+                        tracing::info!(
+                            "waiting up to {wait:?} for the node lock, held by PID {pid} ({command})"
+                        );
+                        said = true;
+                    }
                     tokio::time::sleep(Duration::from_millis(500)).await;
                 }
                 other => return other,
