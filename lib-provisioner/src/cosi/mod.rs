@@ -32,6 +32,7 @@ pub mod failpoint;
 mod keys;
 mod options;
 mod plan;
+mod refusals;
 mod show;
 pub(crate) mod wiring;
 mod writes;
