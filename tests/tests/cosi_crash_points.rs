@@ -156,6 +156,10 @@ async fn every_cosi_crash_point_converges_with_nothing_orphaned() {
     let dir: PathBuf = env.dir().join("cosi-crash");
     std::fs::create_dir_all(&dir).expect("dir");
 
+    let first_deletion_point = POINTS
+        .iter()
+        .position(|p| *p == "cosi-after-secret-deleted")
+        .expect("a deletion point");
     for (i, point) in POINTS.iter().enumerate() {
         let ns = format!("cosi-crash-{i}");
         env.ensure_namespace(&ns).await.expect("namespace");
