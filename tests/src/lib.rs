@@ -5,6 +5,8 @@
 //! against the audit log ([`rbac`]).
 
 pub mod cosi;
+pub mod cosi_recording;
+pub mod protogen;
 pub mod rbac;
 pub mod recording;
 pub mod reliability;

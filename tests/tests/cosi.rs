@@ -12,7 +12,7 @@ use kube::{Client, ResourceExt};
 use lib_provisioner::ControllerBuilder;
 use lib_provisioner::cosi::CosiOptions;
 use lib_provisioner::cosi::api::*;
-use obc_tests::cosi::{CosiCall, CosiRecorder, DRIVER, ENDPOINT, install_cosi_crds};
+use obc_tests::cosi_recording::{CosiCall, CosiRecorder, DRIVER, ENDPOINT, install_cosi_crds};
 use obc_tests::recording::{PROVISIONER, RunningController, events_for, wait_gone};
 use obc_tests::setup::start_with_crds;
 use obc_tests::{TestEnv, wait_for};

@@ -15,7 +15,7 @@ use kube::api::{Api, DeleteParams, PostParams};
 use kube::{Client, ResourceExt};
 use lib_provisioner::cosi::api::*;
 use lib_provisioner::cosi::failpoint::POINTS;
-use obc_tests::cosi::{CosiCall, CosiRecorder, DRIVER, install_cosi_crds};
+use obc_tests::cosi_recording::{CosiCall, CosiRecorder, DRIVER, install_cosi_crds};
 use obc_tests::setup::{spawn_provisioner, start_with_crds};
 use tokio::process::Child;
 
