@@ -478,7 +478,16 @@ async fn the_sample_serves_cosi_over_grpc() -> Result<()> {
     assert_eq!(can(&key, data).await, NONE, "revoked");
     assert!(t.cosi_users().await?.is_empty());
 
-    // Delete needs an empty bucket unless forceDelete: the objects go first.
+    // Delete needs an empty bucket unless forceDelete: refused for now (the
+    // sidecar retries), the bucket kept.
+    let keep = DriverDeleteBucketRequest {
+        bucket_id: data.to_owned(),
+        parameters: parameters.clone(),
+    };
+    let status = cosi.driver_delete_bucket(keep).await.unwrap_err();
+    assert_eq!(status.code(), tonic::Code::FailedPrecondition, "{status:?}");
+    assert!(status.message().contains("not empty"), "{status:?}");
+    root.head_bucket().bucket(data).send().await?;
     let mut forced = parameters.clone();
     forced.insert("forceDelete".into(), "true".into());
     for bucket in [data, shared, data] {
