@@ -19,11 +19,16 @@
 //!   under one leader election, one health server and one metrics registry.
 //! - `conformance` (feature `conformance`): a kit that tests a provisioner
 //!   against the contract on its own store.
+//! - [`cosi`]: the `objectstorage.k8s.io/v1alpha2` family (Kubernetes
+//!   COSI) from the same provisioner: its types and controllers;
+//!   `cosi::grpc` (feature `cosi-grpc`) serves a provisioner as a COSI gRPC
+//!   driver.
 
 #[cfg(feature = "conformance")]
 pub mod conformance;
 pub mod controller;
 pub mod core;
+pub mod cosi;
 pub mod obc;
 
 // The core's and the OBC family's modules keep the paths they had before

@@ -4,7 +4,9 @@
 
 use std::io::IsTerminal;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{ArgAction, Parser, ValueEnum};
@@ -108,6 +110,36 @@ struct Cli {
     #[arg(long, env = "OBC_NO_METRICS")]
     no_metrics: bool,
 
+    /// Also serve as a COSI (objectstorage.k8s.io/v1alpha2) gRPC driver on --cosi-endpoint, for the COSI sidecar: BucketClaims and BucketAccesses get buckets and per-access users on the same stores.
+    #[arg(
+        long,
+        env = "OBC_COSI_DRIVER",
+        value_name = "BOOL",
+        default_value_t = false,
+        action = ArgAction::Set,
+        num_args = 0..=1,
+        default_missing_value = "true"
+    )]
+    cosi_driver: bool,
+
+    /// Where the COSI driver listens: unix://<path>.sock (the socket the COSI sidecar shares).
+    #[arg(
+        long,
+        env = lib_provisioner::cosi::grpc::ENDPOINT_ENV,
+        default_value = lib_provisioner::cosi::grpc::DEFAULT_ENDPOINT,
+        value_name = "unix://PATH.sock",
+        value_parser = cosi_socket
+    )]
+    cosi_endpoint: PathBuf,
+
+    /// The COSI driver's name, which BucketClasses and BucketAccessClasses give as driverName (lower-case DNS labels, at most 63 characters).
+    #[arg(
+        long,
+        env = "OBC_COSI_DRIVER_NAME",
+        default_value = "s3.sample.objectbucket.io"
+    )]
+    cosi_driver_name: String,
+
     /// Log format: `text` for people, `json` (one object per line) for log collectors.
     #[arg(long, env = "OBC_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
@@ -162,6 +194,11 @@ impl Cli {
         }
         Ok(())
     }
+}
+
+/// Checks `--cosi-endpoint` as COSI does: unix:// and a path ending in .sock.
+fn cosi_socket(raw: &str) -> Result<PathBuf, String> {
+    lib_provisioner::cosi::grpc::socket_path(raw.trim()).map_err(|e| e.to_string())
 }
 
 /// Checks `--state-bucket` against the S3 bucket naming rules.
@@ -235,16 +272,18 @@ async fn run(cli: Cli) -> Result<(), String> {
         "starting"
     );
 
-    let mut builder = ControllerBuilder::new(
-        cli.provisioner_name.clone(),
+    let provisioner = Arc::new(
         S3Provisioner::new(client.clone())
             .with_state_bucket(cli.state_bucket.clone())
             .with_intent_namespace(cli.lease_namespace.clone()),
-    )
-    .namespaces(namespaces)
-    .concurrency(cli.concurrency)
-    // Greenfield bucket names are held by Leases in our own namespace.
-    .bucket_name_records(cli.lease_namespace.clone());
+    );
+    let (stop, stopping) = tokio::sync::watch::channel(false);
+    let cosi = cosi_driver(&cli, provisioner.clone(), stopping.clone())?;
+    let mut builder = ControllerBuilder::new(cli.provisioner_name.clone(), provisioner)
+        .namespaces(namespaces)
+        .concurrency(cli.concurrency)
+        // Greenfield bucket names are held by Leases in our own namespace.
+        .bucket_name_records(cli.lease_namespace.clone());
     if cli.leader_elect {
         let election = LeaderElection::new(
             cli.lease_namespace.clone(),
@@ -265,15 +304,53 @@ async fn run(cli: Cli) -> Result<(), String> {
         builder = builder.serve_on(cli.metrics_addr);
     }
 
-    builder
-        .run(client, shutdown_signal())
-        .await
-        .map_err(|e| match e {
-            lib_provisioner::RunError::LostLease(_) => {
-                format!("{e}; exiting so that this replica restarts as a standby")
-            }
-            other => other.to_string(),
-        })
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        let _ = stop.send(true);
+    });
+    let controller = async {
+        builder
+            .run(client, stopped(stopping))
+            .await
+            .map_err(|e| match e {
+                lib_provisioner::RunError::LostLease(_) => {
+                    format!("{e}; exiting so that this replica restarts as a standby")
+                }
+                other => other.to_string(),
+            })
+    };
+    match cosi {
+        Some(cosi) => tokio::try_join!(controller, cosi).map(drop),
+        None => controller.await,
+    }
+}
+
+/// Completes once `stop` says so (or its sender is gone).
+async fn stopped(mut stop: tokio::sync::watch::Receiver<bool>) {
+    let _ = stop.wait_for(|stopped| *stopped).await;
+}
+
+/// With --cosi-driver, the COSI gRPC driver over the same provisioner,
+/// serving until the process stops.
+fn cosi_driver(
+    cli: &Cli,
+    provisioner: Arc<S3Provisioner>,
+    stopping: tokio::sync::watch::Receiver<bool>,
+) -> Result<Option<impl std::future::Future<Output = Result<(), String>>>, String> {
+    use lib_provisioner::cosi::grpc::{CosiDriver, Protocol};
+    if !cli.cosi_driver {
+        return Ok(None);
+    }
+    let driver = CosiDriver::new(provisioner, cli.cosi_driver_name.clone(), [Protocol::S3])
+        .map_err(|e| format!("--cosi-driver-name: {e}"))?;
+    let socket = cli.cosi_endpoint.clone();
+    info!(socket = %socket.display(), driver = %cli.cosi_driver_name, "serving COSI");
+    Ok(Some(async move {
+        driver
+            .serve_with_shutdown(&socket, stopped(stopping))
+            .await
+            .map_err(|e| e.to_string())
+    }))
 }
 
 /// Completes on the first SIGTERM or Ctrl-C; a second one exits at once.
@@ -388,6 +465,25 @@ mod tests {
             assert!(Cli::try_parse_from(argv).is_err(), "{args:?}");
         }
         assert!(parse(&["--provisioner-name", " "]).validate().is_err());
+    }
+
+    #[test]
+    fn the_cosi_endpoint_is_a_unix_socket_ending_in_sock() {
+        let cli = parse(&[
+            "--cosi-driver",
+            "--cosi-endpoint",
+            "unix:///run/cosi/driver.sock",
+        ]);
+        assert!(cli.cosi_driver);
+        assert_eq!(cli.cosi_endpoint, PathBuf::from("/run/cosi/driver.sock"));
+        for bad in [
+            "tcp://127.0.0.1:9000",
+            "unix:///run/cosi/driver",
+            "/run/x.sock",
+        ] {
+            let argv = ["sample-provisioner", "--cosi-endpoint", bad];
+            assert!(Cli::try_parse_from(argv).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

@@ -4,7 +4,10 @@
 //! the tests, the benchmark and the demo share ([`setup`]); the RBAC check
 //! against the audit log ([`rbac`]).
 
+pub mod cosi;
+pub mod cosi_recording;
 pub mod lease;
+pub mod protogen;
 pub mod rbac;
 pub mod recording;
 pub mod reliability;
