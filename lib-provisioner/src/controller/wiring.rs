@@ -212,7 +212,8 @@ pub(super) fn claim_controller<P: Provisioner>(
 ) -> BoxFuture<'static, ()> {
     let served = ctx.clone();
     let claims_for_class = scope.claims.clone();
-    Controller::for_stream(while_leading(scope.claim_feed, &leading), scope.claims)
+    let claim_feed = dropped_on_stop(scope.claim_feed, stop.clone());
+    Controller::for_stream(while_leading(claim_feed, &leading), scope.claims)
         .with_config(config)
         // The trigger streams' own backoff (kube-runtime's default grows
         // to 30 s) would hold the claims back after an outage just as well.
@@ -463,6 +464,35 @@ pub(crate) fn took_over(
 
 pub(crate) async fn stopped(mut rx: watch::Receiver<bool>) {
     let _ = rx.wait_for(|s| *s).await;
+}
+
+/// `stream`, ended and dropped as soon as `stop` says so, whether or not
+/// anyone polls it again. The claim cache's writer lives inside its feed,
+/// and kube-runtime stops polling a controller's trigger stream at shutdown
+/// but keeps it until the controller ends, which first waits for that
+/// cache to be ready: a stop before the first list completed (a SIGTERM
+/// right after start) left the process waiting for ever. Dropped, the
+/// writer fails the readiness gate and everything winds down.
+fn dropped_on_stop<S>(stream: S, stop: watch::Receiver<bool>) -> BoxStream<'static, S::Item>
+where
+    S: futures::Stream + Send + 'static,
+{
+    let slot = Arc::new(std::sync::Mutex::new(Some(stream.boxed())));
+    let dropper = slot.clone();
+    tokio::spawn(async move {
+        stopped(stop).await;
+        let taken = dropper.lock().map(|mut s| s.take());
+        drop(taken);
+    });
+    futures::stream::poll_fn(move |cx| match slot.lock() {
+        Ok(mut guard) => match guard.as_mut() {
+            Some(stream) => stream.poll_next_unpin(cx),
+            None => std::task::Poll::Ready(None),
+        },
+        // A panic while polling: nothing more comes from this feed.
+        Err(_) => std::task::Poll::Ready(None),
+    })
+    .boxed()
 }
 
 /// The caches never read managedFields, and they are most of each cached
