@@ -360,11 +360,13 @@ fn missing_binary_error_names_the_install_script() {
     assert!(msg.contains("run `scripts/install-testenv`"), "{msg}");
     assert!(msg.contains("OBC_KUBE_CONTROLLER_MANAGER"), "{msg}");
     let cached =
-        format!("kube-controller-manager-{KUBE_APISERVER_VERSION}/kube-controller-manager");
+        format!("kube-controller-manager-{KUBE_APISERVER_VERSION}-stamped/kube-controller-manager");
     assert!(msg.contains(&cached), "{msg}");
 
     // An empty override counts as unset; a present file resolves.
-    let bin = dir.path().join("kube-apiserver-v1.37.2/kube-apiserver");
+    let bin = dir
+        .path()
+        .join("kube-apiserver-v1.37.2-stamped/kube-apiserver");
     std::fs::create_dir_all(bin.parent().unwrap()).unwrap();
     std::fs::write(&bin, b"").unwrap();
     let found = testenv::resolve_binary(

@@ -27,7 +27,7 @@ pub struct BinarySpec {
 pub const KUBE_APISERVER_BINARY: BinarySpec = BinarySpec {
     name: "kube-apiserver",
     env_var: ENV_KUBE_APISERVER,
-    cache_path: "kube-apiserver-v1.37.2/kube-apiserver",
+    cache_path: "kube-apiserver-v1.37.2-stamped/kube-apiserver",
 };
 
 /// The kube-controller-manager built by `scripts/install-testenv` from the
@@ -35,7 +35,7 @@ pub const KUBE_APISERVER_BINARY: BinarySpec = BinarySpec {
 pub const KUBE_CONTROLLER_MANAGER_BINARY: BinarySpec = BinarySpec {
     name: "kube-controller-manager",
     env_var: ENV_KUBE_CONTROLLER_MANAGER,
-    cache_path: "kube-controller-manager-v1.37.2/kube-controller-manager",
+    cache_path: "kube-controller-manager-v1.37.2-stamped/kube-controller-manager",
 };
 
 /// The RustFS store (S3 + MinIO's admin API) built by `scripts/install-testenv`.

@@ -128,7 +128,7 @@ pub(super) fn write_kubeconfig(
 
 /// A kubeconfig whose user authenticates with `credentials` (the `user`
 /// stanza of a kubeconfig: a token, or a client certificate and key).
-fn write_kubeconfig_for(
+pub(super) fn write_kubeconfig_for(
     path: &Path,
     server: &str,
     ca_pem: &str,

@@ -29,6 +29,7 @@ mod certs;
 mod controller_manager;
 mod etcd;
 mod identities;
+pub mod node;
 mod objects;
 mod process;
 mod s3;

@@ -113,12 +113,17 @@ impl Proc {
         Ok(())
     }
 
+    /// The running child's PID.
+    pub(crate) fn pid(&self) -> Option<u32> {
+        self.child.as_ref().and_then(|c| c.id())
+    }
+
     fn log_tail(&self) -> String {
         tail_of(&self.log_path, LOG_TAIL_LINES)
     }
 
     /// Fails, with the log tail, if the process is not running.
-    pub(super) fn ensure_running(&mut self) -> Result<()> {
+    pub(crate) fn ensure_running(&mut self) -> Result<()> {
         let Some(child) = self.child.as_mut() else {
             bail!("{} is not running (it was stopped)", self.name);
         };
@@ -144,7 +149,7 @@ impl Proc {
     }
 
     /// Kills the process and waits for it, without a runtime (for `Drop`).
-    pub(super) fn stop_blocking(&mut self) {
+    pub(crate) fn stop_blocking(&mut self) {
         let Some(mut child) = self.child.take() else {
             return;
         };
