@@ -60,7 +60,10 @@ async fn user_path() -> Result<()> {
     // The container as the host sees it: what runc made of the chart's
     // securityContext, and the in-cluster configuration.
     let pids = provisioner_pids();
-    ensure!(pids.len() == 1, "provisioner processes on the host: {pids:?}");
+    ensure!(
+        pids.len() == 1,
+        "provisioner processes on the host: {pids:?}"
+    );
     eprintln!("[node] {}", check_locked_down(pids[0])?);
     ensure!(
         pod.metadata.name == ready[0].metadata.name,
@@ -75,7 +78,10 @@ async fn user_path() -> Result<()> {
     let took = claim_bound(&client, "default", "photos").await?;
     eprintln!("[node] claim create → Bound: {:.2} s", took.as_secs_f64());
     let took = claim_bound(&client, "other-team", "photos").await?;
-    eprintln!("[node] second claim create → Bound: {:.2} s", took.as_secs_f64());
+    eprintln!(
+        "[node] second claim create → Bound: {:.2} s",
+        took.as_secs_f64()
+    );
     let bucket = claim_bucket(&client, "default", "photos").await?;
     let other = claim_bucket(&client, "other-team", "photos").await?;
 
@@ -97,7 +103,11 @@ async fn user_path() -> Result<()> {
         format!("read s3://{bucket}/bucket-app/bucket-app.txt: \"hello from bucket-app\""),
         format!("other bucket s3://{other}: refused (AccessDenied"),
     ] {
-        ensure!(run.output.contains(&expect), "no {expect:?} in:\n{}", run.output);
+        ensure!(
+            run.output.contains(&expect),
+            "no {expect:?} in:\n{}",
+            run.output
+        );
     }
     // The store has what the Pod wrote.
     let object = cluster
@@ -120,7 +130,10 @@ async fn user_path() -> Result<()> {
         Ok((!bucket_exists(&cluster.store, &bucket).await).then_some(()))
     })
     .await?;
-    ensure!(bucket_exists(&cluster.store, &other).await, "the other claim's bucket went too");
+    ensure!(
+        bucket_exists(&cluster.store, &other).await,
+        "the other claim's bucket went too"
+    );
 
     // No credential in the provisioner's logs (`kubectl logs`).
     let logs = cluster.provisioner_logs().await?;
@@ -149,8 +162,14 @@ fn check_pod_spec(pod: &Pod) -> Result<()> {
         sc.capabilities.as_ref().and_then(|c| c.drop.clone()) == Some(vec!["ALL".to_owned()]),
         "{sc:?}"
     );
-    let psc = spec.security_context.as_ref().context("pod securityContext")?;
-    ensure!(psc.run_as_non_root == Some(true) && psc.run_as_user == Some(65532), "{psc:?}");
+    let psc = spec
+        .security_context
+        .as_ref()
+        .context("pod securityContext")?;
+    ensure!(
+        psc.run_as_non_root == Some(true) && psc.run_as_user == Some(65532),
+        "{psc:?}"
+    );
     ensure!(c.image_pull_policy.as_deref() == Some("Never"), "{c:?}");
     Ok(())
 }

@@ -52,7 +52,11 @@ fn claim_from_env() -> Result<Claim, Vec<&'static str>> {
     let bucket = var("BUCKET_NAME", &mut missing, "BUCKET_NAME");
     let region = var("BUCKET_REGION", &mut missing, "BUCKET_REGION");
     let access_key = var("AWS_ACCESS_KEY_ID", &mut missing, "AWS_ACCESS_KEY_ID");
-    let secret_key = var("AWS_SECRET_ACCESS_KEY", &mut missing, "AWS_SECRET_ACCESS_KEY");
+    let secret_key = var(
+        "AWS_SECRET_ACCESS_KEY",
+        &mut missing,
+        "AWS_SECRET_ACCESS_KEY",
+    );
     if !missing.is_empty() {
         return Err(missing);
     }

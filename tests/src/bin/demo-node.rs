@@ -62,7 +62,9 @@ async fn story(cluster: &ChartOnNode) -> Result<()> {
     let cm = Api::<ConfigMap>::namespaced(client.clone(), "default")
         .get("photos")
         .await?;
-    println!("--- ConfigMap default/photos (the Secret default/photos holds AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)");
+    println!(
+        "--- ConfigMap default/photos (the Secret default/photos holds AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)"
+    );
     print!("{}", serde_yaml::to_string(&cm.data.unwrap_or_default())?);
 
     println!(

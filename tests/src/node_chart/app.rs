@@ -61,24 +61,34 @@ pub struct AppRun {
 
 /// Runs the application Pod `name` in `ns` for `claim` until its container
 /// terminates; its exit code and output. The Pod is deleted afterwards.
-pub async fn run_app(client: &Client, ns: &str, name: &str, claim: &str, other: &str) -> Result<AppRun> {
+pub async fn run_app(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    claim: &str,
+    other: &str,
+) -> Result<AppRun> {
     let pods = Api::<Pod>::namespaced(client.clone(), ns);
     let started = Instant::now();
     pods.create(&PostParams::default(), &app_pod(name, claim, other)?)
         .await
         .context("creating the application Pod")?;
-    let exit_code = wait_for(Duration::from_secs(90), format!("Pod {ns}/{name} to finish"), || async {
-        let pod = pods.get(name).await?;
-        let terminated = pod
-            .status
-            .as_ref()
-            .and_then(|s| s.container_statuses.as_ref())
-            .and_then(|cs| cs.first())
-            .and_then(|c| c.state.as_ref())
-            .and_then(|s| s.terminated.as_ref())
-            .map(|t| t.exit_code);
-        Ok(terminated)
-    })
+    let exit_code = wait_for(
+        Duration::from_secs(90),
+        format!("Pod {ns}/{name} to finish"),
+        || async {
+            let pod = pods.get(name).await?;
+            let terminated = pod
+                .status
+                .as_ref()
+                .and_then(|s| s.container_statuses.as_ref())
+                .and_then(|cs| cs.first())
+                .and_then(|c| c.state.as_ref())
+                .and_then(|s| s.terminated.as_ref())
+                .map(|t| t.exit_code);
+            Ok(terminated)
+        },
+    )
     .await?;
     let took = started.elapsed();
     let output = pods.logs(name, &LogParams::default()).await?;
@@ -89,4 +99,3 @@ pub async fn run_app(client: &Client, ns: &str, name: &str, claim: &str, other: 
         took,
     })
 }
-

@@ -51,7 +51,10 @@ impl Cut {
         // The apiserver's sockets whose peer is the Pod: destroyed, each
         // sends the Pod a reset.
         let sport = format!(":{apiserver_port}");
-        run("ss", &["-K", "-t", "dst", pod_ip, "and", "sport", "=", &sport])?;
+        run(
+            "ss",
+            &["-K", "-t", "dst", pod_ip, "and", "sport", "=", &sport],
+        )?;
         Ok(cut)
     }
 

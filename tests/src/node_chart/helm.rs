@@ -55,4 +55,3 @@ impl Helm {
         self.run(&args)
     }
 }
-

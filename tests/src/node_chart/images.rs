@@ -99,4 +99,3 @@ pub fn renamed_archive(src: &Path, name: &str, dir: &Path) -> Result<PathBuf> {
     std::fs::remove_dir_all(&layout)?;
     Ok(out)
 }
-

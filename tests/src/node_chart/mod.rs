@@ -19,7 +19,7 @@ use crate::recording::wait_phase;
 use crate::reliability::register_secret;
 use crate::rustfs::RustFs;
 use crate::setup::{create_admin_secret, repo_file};
-use crate::testenv::node::{LockError, Node};
+use crate::testenv::node::{Node, NodeOptions};
 use crate::wait_for;
 
 mod app;
@@ -81,26 +81,16 @@ pub struct ChartOnNode {
     pub client: Client,
 }
 
-/// How long [`start_node`] waits for another process's node to finish.
+/// How long [`start_node`] waits at least for another process's node to
+/// finish (longer if `OBC_NODE_LOCK_WAIT` says so).
 pub const NODE_TURN_TIMEOUT: Duration = Duration::from_secs(20 * 60);
 
 /// [`Node::start`], waiting (up to [`NODE_TURN_TIMEOUT`]) while another
-/// process holds the host's node lock.
+/// process holds the host's node lock: these tests queue rather than fail.
 pub async fn start_node() -> Result<Node> {
-    let started = Instant::now();
-    loop {
-        match Node::start().await {
-            Ok(node) => return Ok(node),
-            Err(e)
-                if matches!(e.downcast_ref::<LockError>(), Some(LockError::Held { .. }))
-                    && started.elapsed() < NODE_TURN_TIMEOUT =>
-            {
-                eprintln!("waiting for the node lock: {e}");
-                tokio::time::sleep(Duration::from_secs(10)).await;
-            }
-            Err(e) => return Err(e),
-        }
-    }
+    let mut options = NodeOptions::from_env();
+    options.lock_wait = options.lock_wait.max(NODE_TURN_TIMEOUT);
+    Node::start_with(options).await
 }
 
 /// Creates namespace `name` unless it exists.
@@ -224,7 +214,8 @@ pub fn is_ready(pod: &Pod) -> bool {
 /// Creates the example claim (`deploy/example-claim.yaml`) as `ns/name`;
 /// waits until Bound; returns how long that took.
 pub async fn claim_bound(client: &Client, ns: &str, name: &str) -> Result<Duration> {
-    let mut claim: ObjectBucketClaim = serde_yaml::from_str(&repo_file("deploy/example-claim.yaml")?)?;
+    let mut claim: ObjectBucketClaim =
+        serde_yaml::from_str(&repo_file("deploy/example-claim.yaml")?)?;
     claim.metadata.namespace = Some(ns.to_owned());
     claim.metadata.name = Some(name.to_owned());
     let started = Instant::now();
@@ -239,7 +230,9 @@ pub async fn claim_bound(client: &Client, ns: &str, name: &str) -> Result<Durati
 /// The claim's bucket (its ConfigMap's `BUCKET_NAME`), and registers its
 /// Secret's secret key for the log checks.
 pub async fn claim_bucket(client: &Client, ns: &str, name: &str) -> Result<String> {
-    let secret = Api::<Secret>::namespaced(client.clone(), ns).get(name).await?;
+    let secret = Api::<Secret>::namespaced(client.clone(), ns)
+        .get(name)
+        .await?;
     let sk = secret
         .data
         .unwrap_or_default()
@@ -247,7 +240,9 @@ pub async fn claim_bucket(client: &Client, ns: &str, name: &str) -> Result<Strin
         .map(|v| String::from_utf8_lossy(&v.0).into_owned())
         .context("the claim's Secret has no AWS_SECRET_ACCESS_KEY")?;
     register_secret(&sk);
-    let cm = Api::<ConfigMap>::namespaced(client.clone(), ns).get(name).await?;
+    let cm = Api::<ConfigMap>::namespaced(client.clone(), ns)
+        .get(name)
+        .await?;
     cm.data
         .unwrap_or_default()
         .get("BUCKET_NAME")

@@ -46,7 +46,10 @@ pub fn check_locked_down(pid: u32) -> Result<String> {
     );
     ensure!(uid == "65532 65532 65532 65532", "uid {uid}");
     ensure!(gid == "65532 65532 65532 65532", "gid {gid}");
-    ensure!(cap_eff == "0000000000000000", "effective capabilities {cap_eff}");
+    ensure!(
+        cap_eff == "0000000000000000",
+        "effective capabilities {cap_eff}"
+    );
     ensure!(nnp == "1", "no_new_privs {nnp}");
 
     let mountinfo = fs::read_to_string(format!("/proc/{pid}/mountinfo"))?;
@@ -72,7 +75,8 @@ pub fn check_locked_down(pid: u32) -> Result<String> {
         .map(|v| String::from_utf8_lossy(v).into_owned())
         .collect();
     ensure!(
-        vars.iter().any(|v| v.starts_with("KUBERNETES_SERVICE_HOST=")),
+        vars.iter()
+            .any(|v| v.starts_with("KUBERNETES_SERVICE_HOST=")),
         "no KUBERNETES_SERVICE_HOST: not the in-cluster configuration"
     );
     ensure!(
