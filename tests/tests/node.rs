@@ -31,18 +31,23 @@ const T: Duration = Duration::from_secs(90);
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_charts_pod_serves_a_claim_that_an_application_pod_uses() {
     let started = Instant::now();
-    user_path().await.unwrap_or_else(|e| panic!("{e:#}"));
+    let cluster = ChartOnNode::start(&[])
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    eprintln!(
+        "[node] node up, images imported, chart installed in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    if let Err(e) = user_path(&cluster).await {
+        panic!("{e:#}\n{}", cluster.diagnostics().await);
+    }
+    let took = cluster.stop().await.unwrap_or_else(|e| panic!("{e:#}"));
+    eprintln!("[node] teardown: {:.1} s", took.as_secs_f64());
     eprintln!("[node] test took {:.1} s", started.elapsed().as_secs_f64());
 }
 
-async fn user_path() -> Result<()> {
-    let installing = Instant::now();
-    let cluster = ChartOnNode::start(&[]).await?;
+async fn user_path(cluster: &ChartOnNode) -> Result<()> {
     let client = cluster.client.clone();
-    eprintln!(
-        "[node] node up, images imported, chart installed in {:.1} s",
-        installing.elapsed().as_secs_f64()
-    );
 
     // The provisioner Pod: created by the Deployment, Ready through the
     // chart's readiness probe.
@@ -109,6 +114,17 @@ async fn user_path() -> Result<()> {
             run.output
         );
     }
+    // The control: given its own bucket as the "other" one, the
+    // application says it was accepted (exit 5), so the refusal above is
+    // the store's answer, not the application's.
+    let control = run_app(&client, "default", "bucket-app-control", "photos", &bucket).await?;
+    ensure!(
+        control.exit_code == 5 && control.output.contains("ACCEPTED"),
+        "the control run exited {}:\n{}",
+        control.exit_code,
+        control.output
+    );
+
     // The store has what the Pod wrote.
     let object = cluster
         .store
@@ -145,8 +161,6 @@ async fn user_path() -> Result<()> {
     std::fs::create_dir_all(&dir)?;
     std::fs::write(dir.join("provisioner.log"), &logs)?;
     assert_no_leaks(&dir).context("a credential in the provisioner's logs")?;
-    let took = cluster.stop().await?;
-    eprintln!("[node] teardown: {:.1} s", took.as_secs_f64());
     Ok(())
 }
 

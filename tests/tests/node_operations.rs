@@ -28,14 +28,20 @@ const APPS: &str = "apps";
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_survive_a_deleted_leader_a_rollout_and_a_liveness_restart() {
     let started = Instant::now();
-    operations().await.unwrap_or_else(|e| panic!("{e:#}"));
+    let cluster = install().await.unwrap_or_else(|e| panic!("{e:#}"));
+    if let Err(e) = operations(&cluster).await {
+        panic!("{e:#}\n{}", cluster.diagnostics().await);
+    }
+    let took = cluster.stop().await.unwrap_or_else(|e| panic!("{e:#}"));
+    eprintln!("[node-ops] teardown: {:.1} s", took.as_secs_f64());
     eprintln!(
         "[node-ops] test took {:.1} s",
         started.elapsed().as_secs_f64()
     );
 }
 
-async fn operations() -> Result<()> {
+/// The chart at two replicas.
+async fn install() -> Result<ChartOnNode> {
     // Liveness probed every 2 s, 2 failures restart: the standby's /healthz
     // fails after its watches have been dead for 120 s (the library's
     // limit), the kubelet acts within 4 s of that.
@@ -43,13 +49,16 @@ async fn operations() -> Result<()> {
     // lets its in-flight reconciles finish and releases the Lease on
     // SIGTERM, which a 1 s grace period can cut short (then the standby
     // waits for the Lease to expire).
-    let cluster = ChartOnNode::start(&[
+    ChartOnNode::start(&[
         "terminationGracePeriodSeconds=30".into(),
         "replicaCount=2".into(),
         "livenessProbe.periodSeconds=2".into(),
         "livenessProbe.failureThreshold=2".into(),
     ])
-    .await?;
+    .await
+}
+
+async fn operations(cluster: &ChartOnNode) -> Result<()> {
     let client = cluster.client.clone();
     let phase = Instant::now();
     cluster.wait_provisioners_ready(2, T).await?;
@@ -64,14 +73,14 @@ async fn operations() -> Result<()> {
         took.as_secs_f64()
     );
     let before_bucket = claim_bucket(&client, APPS, "before").await?;
-    let before_secret = secret_data(&cluster, "before").await?;
+    let before_secret = secret_data(cluster, "before").await?;
 
-    failover(&cluster).await?;
-    rollout(&cluster, &before_secret).await?;
-    liveness_restart(&cluster).await?;
+    failover(cluster).await?;
+    rollout(cluster, &before_secret).await?;
+    liveness_restart(cluster).await?;
 
     // Still Bound, same Secret, same bucket.
-    ensure!(secret_data(&cluster, "before").await? == before_secret);
+    ensure!(secret_data(cluster, "before").await? == before_secret);
     ensure!(
         obc_tests::node_chart::bucket_exists(&cluster.store, &before_bucket).await,
         "the first claim's bucket is gone"
@@ -88,8 +97,6 @@ async fn operations() -> Result<()> {
     std::fs::write(dir.join("provisioners.log"), &logs)?;
     let files = assert_no_leaks(&dir).context("a credential in the provisioner logs")?;
     ensure!(files == 1);
-    let took = cluster.stop().await?;
-    eprintln!("[node-ops] teardown: {:.1} s", took.as_secs_f64());
     Ok(())
 }
 

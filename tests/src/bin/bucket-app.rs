@@ -21,7 +21,9 @@
 //! It never prints the secret key.
 
 use std::process::ExitCode;
+use std::time::Duration;
 
+use aws_sdk_s3::config::timeout::TimeoutConfig;
 use aws_sdk_s3::config::{
     BehaviorVersion, Region, RequestChecksumCalculation, ResponseChecksumValidation,
 };
@@ -91,6 +93,15 @@ fn s3_client(claim: &Claim) -> aws_sdk_s3::Client {
         .force_path_style(true)
         .request_checksum_calculation(RequestChecksumCalculation::WhenRequired)
         .response_checksum_validation(ResponseChecksumValidation::WhenRequired)
+        // A store that does not answer is an error with an exit code, not
+        // a Pod that never finishes.
+        .timeout_config(
+            TimeoutConfig::builder()
+                .connect_timeout(Duration::from_secs(5))
+                .operation_attempt_timeout(Duration::from_secs(15))
+                .operation_timeout(Duration::from_secs(40))
+                .build(),
+        )
         .build();
     aws_sdk_s3::Client::from_conf(config)
 }

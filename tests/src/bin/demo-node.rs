@@ -14,7 +14,8 @@ use anyhow::{Result, bail};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::Api;
 use obc_tests::node_chart::{
-    ChartOnNode, NAMESPACE, RELEASE, claim_bound, claim_bucket, ensure_namespace, run_app,
+    ChartOnNode, NAMESPACE, RELEASE, check_locked_down, claim_bound, claim_bucket,
+    ensure_namespace, provisioner_pids, run_app,
 };
 
 #[tokio::main]
@@ -45,10 +46,14 @@ async fn story(cluster: &ChartOnNode) -> Result<()> {
         .wait_provisioners_ready(1, std::time::Duration::from_secs(90))
         .await?;
     println!(
-        "provisioner Pod {} Ready in {:.1} s (non-root, read-only root filesystem, in-cluster config)",
+        "provisioner Pod {} Ready in {:.1} s",
         pods[0].metadata.name.clone().unwrap_or_default(),
         waiting.elapsed().as_secs_f64()
     );
+    // What the chart's securityContext became, as the host sees the process.
+    for pid in provisioner_pids() {
+        println!("  its process: {}", check_locked_down(pid)?);
+    }
 
     for ns in ["default", "other-team"] {
         ensure_namespace(&cluster.client, ns).await?;

@@ -73,7 +73,7 @@ pub async fn run_app(
     pods.create(&PostParams::default(), &app_pod(name, claim, other)?)
         .await
         .context("creating the application Pod")?;
-    let exit_code = wait_for(
+    let finished = wait_for(
         Duration::from_secs(90),
         format!("Pod {ns}/{name} to finish"),
         || async {
@@ -89,7 +89,21 @@ pub async fn run_app(
             Ok(terminated)
         },
     )
-    .await?;
+    .await;
+    let exit_code = match finished {
+        Ok(code) => code,
+        Err(e) => {
+            let status = pods.get(name).await.ok().and_then(|p| p.status);
+            let output = pods
+                .logs(name, &LogParams::default())
+                .await
+                .unwrap_or_default();
+            return Err(e.context(format!(
+                "the Pod's status: {}\nits output:\n{output}",
+                serde_json::to_string(&status).unwrap_or_default()
+            )));
+        }
+    };
     let took = started.elapsed();
     let output = pods.logs(name, &LogParams::default()).await?;
     pods.delete(name, &DeleteParams::default()).await?;

@@ -152,6 +152,34 @@ impl ChartOnNode {
         self.node.shutdown().await
     }
 
+    /// What to read when a step failed: the provisioner Pods' state and
+    /// the tail of their logs, and where RustFS's log is.
+    pub async fn diagnostics(&self) -> String {
+        let pods = self.provisioner_pods().await.unwrap_or_default();
+        let states: Vec<String> = pods
+            .iter()
+            .map(|p| {
+                format!(
+                    "{} ready={} {}",
+                    p.metadata.name.clone().unwrap_or_default(),
+                    is_ready(p),
+                    serde_json::to_string(
+                        &p.status.as_ref().and_then(|s| s.container_statuses.clone())
+                    )
+                    .unwrap_or_default()
+                )
+            })
+            .collect();
+        let logs = self.provisioner_logs().await.unwrap_or_default();
+        let tail: Vec<&str> = logs.lines().rev().take(30).collect::<Vec<_>>();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        format!(
+            "provisioner Pods: {states:#?}\nlast provisioner log lines:\n{}\nRustFS log: {}",
+            tail.join("\n"),
+            self.store.log_path().display()
+        )
+    }
+
     /// The provisioner's Pods.
     pub async fn provisioner_pods(&self) -> Result<Vec<Pod>> {
         Ok(Api::<Pod>::namespaced(self.client.clone(), NAMESPACE)
