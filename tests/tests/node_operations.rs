@@ -129,20 +129,26 @@ async fn failover(cluster: &ChartOnNode) -> Result<()> {
         tokio::spawn(async move { holder_changes(&leases, deleted, &changes).await })
     };
     pods.delete(&leader, &DeleteParams::default()).await?;
+    // Bound by whichever replica leads: the deleted one finishes its
+    // in-flight reconciles before it gives the Lease up.
     let took = claim_bound(client, APPS, "failover").await?;
     let bound = deleted.elapsed();
+    let new_leader = wait_for(T, "another replica to lead", || async {
+        Ok(cluster.leader().await?.filter(|l| *l != leader))
+    })
+    .await?;
+    let took_over = deleted.elapsed();
     sampler.abort();
     let changes = changes.lock().unwrap_or_else(|p| p.into_inner()).clone();
-    let new_leader = wait_for(T, "a leader", || async { cluster.leader().await }).await?;
     eprintln!(
-        "[node-ops] leader {leader} deleted → new claim Bound: {:.2} s (created {:.2} s after the delete; new leader {new_leader}); the Lease's holder: {}",
+        "[node-ops] leader {leader} deleted → claim created meanwhile Bound: {:.2} s (created {:.2} s after the delete); {new_leader} leads (checked at {:.2} s); the Lease's holder over time: {}",
         bound.as_secs_f64(),
         bound.saturating_sub(took).as_secs_f64(),
+        took_over.as_secs_f64(),
         changes.join(", ")
     );
-    ensure!(new_leader != leader, "the deleted Pod still leads");
     ensure!(
-        changes.get(1).is_some_and(|c| c.ends_with("(released)")),
+        changes.iter().any(|c| c.ends_with("(released)")),
         "the deleted leader did not release the Lease on SIGTERM: {changes:?}"
     );
     cluster.wait_provisioners_ready(2, T).await?;
