@@ -32,6 +32,13 @@ static SERIAL: Mutex<()> = Mutex::const_new(());
 const APP_IMAGE: &str = "localhost/obc/kubectl:1";
 const HOST_PORT: u16 = 18080;
 
+/// The host with no node running: waits (`OBC_NODE_LOCK_WAIT`) for
+/// another process's node to finish first, holding the lock while it looks.
+async fn host_before() -> Result<HostSnapshot> {
+    let _lock = NodeLock::acquire_waiting(NodeOptions::from_env().lock_wait).await?;
+    Ok(HostSnapshot::take())
+}
+
 fn assert_host_unchanged(before: &HostSnapshot) {
     let after = HostSnapshot::take();
     let diff = after.diff(before);
@@ -126,7 +133,7 @@ fn pod_ready(pod: &Pod) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pod_reaches_the_apiserver_and_a_host_server_and_the_host_is_restored() -> Result<()> {
     let _serial = SERIAL.lock().await;
-    let before = HostSnapshot::take();
+    let before = host_before().await?;
     let node = Node::start().await?;
     let t = node.timings().clone();
     eprintln!(
@@ -220,7 +227,7 @@ async fn a_pod_reaches_the_apiserver_and_a_host_server_and_the_host_is_restored(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_node_is_refused_and_a_crashed_one_is_cleaned_up() -> Result<()> {
     let _serial = SERIAL.lock().await;
-    let before = HostSnapshot::take();
+    let before = host_before().await?;
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_obc-node"))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -285,7 +292,7 @@ async fn a_second_node_is_refused_and_a_crashed_one_is_cleaned_up() -> Result<()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_test_that_panics_leaves_the_host_as_it_was() -> Result<()> {
     let _serial = SERIAL.lock().await;
-    let before = HostSnapshot::take();
+    let before = host_before().await?;
     let test = tokio::spawn(async {
         let node = Node::start().await?;
         run_sleeper(node.admin_client()).await?;
@@ -306,7 +313,7 @@ async fn a_test_that_panics_leaves_the_host_as_it_was() -> Result<()> {
 async fn node_state_nobody_recorded_stops_the_start() -> Result<()> {
     let _serial = SERIAL.lock().await;
     // Another process's node has these directories: wait for it to end.
-    drop(NodeLock::acquire_waiting(NodeOptions::from_env().lock_wait).await?);
+    host_before().await?;
     // A directory a kubelet would make, as if another node ran here.
     std::fs::create_dir("/var/log/pods")
         .context("/var/log/pods must not exist before this test")?;

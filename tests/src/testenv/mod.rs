@@ -22,6 +22,10 @@
 //! optional kube-controller-manager; `identities.rs` makes kubeconfigs
 //! for the admin and ServiceAccounts, `objects.rs` writes namespaces, YAML
 //! and CRDs.
+//!
+//! [`node`] is another environment: a real single-node cluster on the host
+//! (kubelet, containerd, kube-proxy...) for tests that need Pods; root
+//! only, see `docs/node.md`.
 
 mod apiserver;
 mod binaries;

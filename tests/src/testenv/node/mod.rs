@@ -103,6 +103,9 @@ impl NodeOptions {
 /// How long the parts of [`Node::start`] took.
 #[derive(Debug, Clone, Default)]
 pub struct NodeTimings {
+    /// Waiting for this process's other nodes and another process's node
+    /// (not part of `total`).
+    pub lock_wait: Duration,
     /// Cleaning up what a crashed run left (zero when there was nothing).
     pub stale_cleanup: Duration,
     /// Bridge, route, guard table, CNI configuration.
@@ -118,7 +121,7 @@ pub struct NodeTimings {
     /// Ready → the `default` ServiceAccount and `kube-root-ca.crt` exist
     /// (the controller manager works).
     pub controllers: Duration,
-    /// The whole start.
+    /// The whole start, from holding the lock on.
     pub total: Duration,
 }
 
@@ -171,11 +174,13 @@ impl Node {
     /// started so far is undone before the error is returned.
     pub async fn start_with(options: NodeOptions) -> Result<Node> {
         init_tracing();
-        let started = Instant::now();
         let bins = NodeBinaries::find()?;
         require_root()?;
+        let waiting = Instant::now();
         let turn = TURN.clone().lock_owned().await;
         let lock = NodeLock::acquire_waiting(options.lock_wait).await?;
+        let lock_wait = waiting.elapsed();
+        let started = Instant::now();
 
         let stale_started = Instant::now();
         if let Some(old) = RunState::load()? {
@@ -213,6 +218,7 @@ impl Node {
             admin: None,
             ca_pem: String::new(),
             timings: NodeTimings {
+                lock_wait,
                 stale_cleanup,
                 ..Default::default()
             },
