@@ -2,11 +2,13 @@
 //! with etcd, a real kube-apiserver and an S3 server ([`testenv::TestEnv`]), and
 //! RustFS, an S3 store with MinIO's admin API ([`rustfs::RustFs`]); the setup
 //! the tests, the benchmark and the demo share ([`setup`]); the RBAC check
-//! against the audit log ([`rbac`]).
+//! against the audit log ([`rbac`]); the chart installed on a real node and
+//! an application Pod using a claim ([`node_chart`]).
 
 pub mod cosi;
 pub mod cosi_recording;
 pub mod lease;
+pub mod node_chart;
 pub mod protogen;
 pub mod rbac;
 pub mod recording;

@@ -26,6 +26,7 @@ const READY_TIMEOUT: Duration = Duration::from_secs(60);
 /// when dropped.
 pub struct RustFs {
     proc: Mutex<Proc>,
+    host: std::net::IpAddr,
     port: u16,
     access_key: String,
     secret_key: String,
@@ -38,6 +39,12 @@ impl RustFs {
     /// `dir/rustfs.log`). Fails, naming the command that builds it, when the
     /// binary is missing: no test that needs the store passes without it.
     pub async fn start(dir: &Path) -> Result<RustFs> {
+        RustFs::start_on(dir, std::net::Ipv4Addr::LOCALHOST.into()).await
+    }
+
+    /// As [`RustFs::start`], listening on `host` (e.g. a node's bridge
+    /// address, which Pods reach) instead of loopback.
+    pub async fn start_on(dir: &Path, host: std::net::IpAddr) -> Result<RustFs> {
         let bin = resolve_binary_from_env(&RUSTFS_BINARY)?;
         let data = dir.join("rustfs-data");
         fs::create_dir_all(&data)?;
@@ -50,7 +57,7 @@ impl RustFs {
             let port = free_port()?;
             let args: Vec<OsString> = vec![
                 "server".into(),
-                format!("--address=127.0.0.1:{port}").into(),
+                format!("--address={host}:{port}").into(),
                 data.clone().into_os_string(),
             ];
             let mut proc = Proc::new("rustfs", bin.clone(), args, dir.join("rustfs.log"));
@@ -69,7 +76,7 @@ impl RustFs {
             proc.envs
                 .push(("RUSTFS_SCANNER_START_DELAY_SECS".into(), "1".into()));
             proc.envs.push(("RUSTFS_SCANNER_CYCLE".into(), "3".into()));
-            let url = format!("http://127.0.0.1:{port}/");
+            let url = format!("http://{host}:{port}/");
             let took = proc
                 .spawn_ready(&url, READY_TIMEOUT, || probe(&http, &url))
                 .await?;
@@ -78,6 +85,7 @@ impl RustFs {
         .await?;
         Ok(RustFs {
             proc: Mutex::new(proc),
+            host,
             port,
             access_key,
             secret_key,
@@ -86,9 +94,10 @@ impl RustFs {
         })
     }
 
-    /// `http://127.0.0.1:<port>`: S3 and the admin API on one port.
+    /// `http://<host>:<port>` (host 127.0.0.1 unless [`RustFs::start_on`]
+    /// chose it): S3 and the admin API on one port.
     pub fn endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
+        format!("http://{}:{}", self.host, self.port)
     }
 
     /// The root access key and secret key.
