@@ -192,19 +192,22 @@ fn values_the_chart_cannot_serve_are_refused_with_the_value_named() {
     }
 }
 
-/// The files in `dir` (`what`), by name, with their contents.
+/// The files in `dir` (`what`) and its subdirectories (`crds/cosi/`), by
+/// path under `dir`, with their contents.
 fn files_in(dir: &std::path::Path, what: &str) -> BTreeMap<String, String> {
-    std::fs::read_dir(dir)
-        .expect(what)
-        .map(|entry| {
-            let path = entry.expect("entry").path();
-            let name = path.file_name().expect("name").to_string_lossy();
-            (
-                name.into_owned(),
-                std::fs::read_to_string(&path).expect("crd"),
-            )
-        })
-        .collect()
+    let mut files = BTreeMap::new();
+    for entry in std::fs::read_dir(dir).expect(what) {
+        let path = entry.expect("entry").path();
+        let name = path.file_name().expect("name").to_string_lossy().into_owned();
+        if path.is_dir() {
+            for (sub, text) in files_in(&path, what) {
+                files.insert(format!("{name}/{sub}"), text);
+            }
+        } else {
+            files.insert(name, std::fs::read_to_string(&path).expect("crd"));
+        }
+    }
+    files
 }
 
 /// The CRDs as the chart has them (`helm show crds`, and inside the
@@ -214,7 +217,10 @@ fn the_charts_crds_are_the_generated_ones() {
     let helm = Helm::new();
     let crds_dir = repo().join("crds");
     let generated = files_in(&crds_dir, "crds/");
-    assert_eq!(generated.len(), 2, "{generated:?}");
+    // The two of objectbucket.io, and COSI's five under crds/cosi/.
+    assert_eq!(generated.len(), 7, "{:?}", generated.keys());
+    let cosi = generated.keys().filter(|n| n.starts_with("cosi/")).count();
+    assert_eq!(cosi, 5, "{:?}", generated.keys());
     // What `cargo run -p obc-tests --bin crdgen` writes is what is on disk.
     for (name, yaml) in lib_provisioner::api::crd_files() {
         assert_eq!(generated.get(name), Some(&yaml), "crds/{name} drifted");
@@ -384,17 +390,36 @@ fn cluster_roles(yaml: &str) -> BTreeMap<String, (Vec<String>, serde_yaml::Value
 fn the_tenant_roles_are_deploys_and_can_be_switched_off() {
     let helm = Helm::new();
     let deploy = cluster_roles(&repo_file("deploy/tenant-roles.yaml").expect("tenant roles"));
-    assert_eq!(deploy.len(), 3, "{deploy:?}");
+    assert_eq!(deploy.len(), 5, "{deploy:?}");
     for (name, (labels, rules)) in &deploy {
         let text = serde_yaml::to_string(rules).expect("rules");
         if labels.is_empty() {
             continue;
         }
+        // Never the controllers' status, nor a cluster-scoped kind.
+        let resources: Vec<String> = rules
+            .as_sequence()
+            .into_iter()
+            .flatten()
+            .flat_map(|r| r["resources"].as_sequence().cloned().unwrap_or_default())
+            .filter_map(|r| r.as_str().map(str::to_owned))
+            .collect();
         assert!(
-            !text.contains("objectbuckets") && !text.contains("/status"),
+            resources.iter().all(|r| [
+                "objectbucketclaims",
+                "bucketclaims",
+                "bucketaccesses"
+            ]
+            .contains(&r.as_str())),
             "{name}, aggregated to {labels:?}, grants {text}"
         );
     }
+    let cosi_off = cluster_roles(&helm.template(&["cosi.enabled=false"]).expect("template"));
+    assert!(
+        cosi_off.keys().all(|n| !n.contains("cosi")),
+        "cosi.enabled=false still renders {:?}",
+        cosi_off.keys()
+    );
     for values in [&[][..], NAMESPACED] {
         let rendered = cluster_roles(&helm.template(values).expect("template"));
         for (name, role) in &deploy {
