@@ -50,6 +50,8 @@ pub struct ProvisionError {
     message: String,
     retry_after: Option<Duration>,
     nothing_created: bool,
+    /// Set through [`with_reason`](Self::with_reason) (in `reason.rs`).
+    pub(super) reason: Option<super::ErrorReason>,
     #[source]
     source: Option<BoxError>,
 }
@@ -84,6 +86,7 @@ impl ProvisionError {
             message: message.into(),
             retry_after: None,
             nothing_created: false,
+            reason: None,
             source: None,
         }
     }

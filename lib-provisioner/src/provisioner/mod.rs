@@ -27,6 +27,54 @@
 //! [`BucketAccess::additional_state`]: the library stores it in the
 //! ObjectBucket and hands it back in [`TeardownRequest`].
 //!
+//! # Buckets without credentials, static buckets, access by principal
+//!
+//! Kubernetes COSI (and any API where buckets and access are separate
+//! objects) calls four more methods. Each has a default built from the
+//! methods above, so a provisioner serves both APIs unchanged; override
+//! them to do better. The same rules hold:
+//!
+//! - [`Provisioner::create_bucket`]: keyed by [`BucketRequest::bucket_name`]
+//!   (COSI: `bc-<BucketClaim UID>`, sent again on every reconcile) and
+//!   `claim.uid`. Exists and was made by you for this claim: return it again.
+//!   Exists otherwise: [`ProvisionError::already_exists`]. Create no
+//!   credentials if you can help it (the default calls `provision` and
+//!   drops the credentials it returns; [`Provisioner::delete`] removes them
+//!   with the bucket).
+//! - [`Provisioner::existing_bucket`]: `bucket_name` is the id an
+//!   administrator gave for a bucket that exists already. Never create it:
+//!   missing is [`ProvisionError::not_found`] (retried); a bucket you cannot
+//!   serve is [`ProvisionError::already_exists`]. Default: not supported.
+//! - [`Provisioner::grant_access`]: keyed by [`AccessRequest::account_name`]
+//!   and the principal's UID: called again after a crash, return the same
+//!   account (same or fresh credentials), never a second one. Give each
+//!   bucket exactly its [`AccessMode`], and never create a bucket: one that
+//!   is missing is [`ProvisionError::not_found`]. Which buckets are in the
+//!   request is the library's decision, made from records a tenant cannot
+//!   write: grant exactly those, and never let parameters, labels or
+//!   annotations widen them. A mode you cannot give is
+//!   [`ProvisionError::unsupported_access_mode`]; several buckets under one
+//!   credential when you cannot is [`ProvisionError::multi_bucket_unsupported`].
+//! - [`Provisioner::revoke_access`]: already gone is `Ok(())`. Remove only
+//!   what you made for this principal (a user whose record names another
+//!   principal, or a claim, stays).
+//! - The COSI gRPC driver learns only ids: `DriverDeleteBucket` and
+//!   `DriverRevokeBucketAccess` carry the bucket id and account id you
+//!   returned, and the class parameters, never `additional_state`. So
+//!   [`Provisioner::delete`] and [`Provisioner::revoke_access`] must work
+//!   from [`TeardownRequest::bucket_name`] and [`AccessRevocation::account_id`]
+//!   alone (derive user and policy names from them); `additional_state` is
+//!   a hint when a caller kept it.
+//!
+//! The defaults map access onto the claim methods with the principal
+//! standing for the claim: [`Provisioner::grant_access`] calls
+//! [`Provisioner::grant`] with a [`BucketRequest`] whose `claim` is
+//! [`AccessRequest::principal`] (so what `grant` makes is keyed by the
+//! principal's UID and never shared with a claim or another principal) and
+//! returns `account_name` as the account id; only one bucket in
+//! [`AccessMode::ReadWrite`] is accepted. [`Provisioner::revoke_access`]
+//! calls [`Provisioner::revoke`] for each bucket with the same principal.
+//!
 //! Every call runs under a timeout
 //! ([`ControllerBuilder::provisioner_timeout`](crate::ControllerBuilder::provisioner_timeout)),
 //! and with leader election never past the replica's lease: a call cut off
@@ -73,7 +121,12 @@
 //! ```
 
 pub mod access;
+pub mod access_mode;
+pub mod bucket_info;
+mod defaults;
 pub mod error;
+pub mod grant;
+pub mod reason;
 pub mod request;
 pub mod revocation;
 
@@ -82,7 +135,11 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 pub use access::{BucketAccess, Credentials};
+pub use access_mode::{AccessMode, UnknownAccessMode};
+pub use bucket_info::{AddressingStyle, BucketInfo, StoreEndpoint};
 pub use error::{BoxError, ErrorKind, ProvisionError};
+pub use grant::{AccessGrant, AccessRequest, AccessRevocation, AccessedBucket};
+pub use reason::ErrorReason;
 pub use request::{BucketRequest, ClaimIdentity, RotationRequest, TeardownRequest, UpdateRequest};
 pub use revocation::Revocation;
 
@@ -183,6 +240,48 @@ pub trait Provisioner: Send + Sync + 'static {
             .await
             .map(|()| Revocation::Unreported)
     }
+
+    /// Create `req.bucket_name` for `req.claim`, with no credentials (COSI
+    /// `DriverCreateBucket`). Idempotent, keyed by bucket name and claim UID
+    /// (see the [module docs](self)).
+    ///
+    /// The default calls [`provision`](Self::provision) and drops the
+    /// credentials it made; [`delete`](Self::delete) removes them later
+    /// with the bucket. Override it to make none.
+    async fn create_bucket(&self, req: &BucketRequest) -> Result<BucketInfo, ProvisionError> {
+        defaults::create_bucket(self, req).await
+    }
+
+    /// Look up a bucket an administrator made: `req.bucket_name` is its id
+    /// in the store (COSI `DriverGetExistingBucket`). Never create it: a
+    /// missing bucket is [`ProvisionError::not_found`].
+    ///
+    /// The default refuses: not supported (a permanent error the user sees).
+    async fn existing_bucket(&self, req: &BucketRequest) -> Result<BucketInfo, ProvisionError> {
+        Err(defaults::existing_bucket(req))
+    }
+
+    /// Give one principal one credential for the request's buckets, each in
+    /// its own [`AccessMode`] (COSI `DriverGrantBucketAccess`). Idempotent,
+    /// keyed by `account_name` and the principal's UID; never creates a
+    /// bucket (see the [module docs](self)).
+    ///
+    /// The default accepts one bucket in [`AccessMode::ReadWrite`] and calls
+    /// [`grant`](Self::grant) with the principal as the claim; any other
+    /// mode is [`ProvisionError::unsupported_access_mode`], more than one
+    /// bucket [`ProvisionError::multi_bucket_unsupported`].
+    async fn grant_access(&self, req: &AccessRequest) -> Result<AccessGrant, ProvisionError> {
+        defaults::grant_access(self, req).await
+    }
+
+    /// End a principal's access (COSI `DriverRevokeBucketAccess`). Already
+    /// gone is `Ok(())`; must work from `req.account_id` alone.
+    ///
+    /// The default calls [`revoke`](Self::revoke) for each bucket with the
+    /// principal as the claim.
+    async fn revoke_access(&self, req: &AccessRevocation) -> Result<(), ProvisionError> {
+        defaults::revoke_access(self, req).await
+    }
 }
 
 macro_rules! forward {
@@ -213,7 +312,23 @@ macro_rules! forward {
             async fn revoke_previous_key(&self, req: &RotationRequest) -> Result<Revocation, ProvisionError> {
                 (**self).revoke_previous_key(req).await
             }
+            async fn create_bucket(&self, req: &BucketRequest) -> Result<BucketInfo, ProvisionError> {
+                (**self).create_bucket(req).await
+            }
+            async fn existing_bucket(&self, req: &BucketRequest) -> Result<BucketInfo, ProvisionError> {
+                (**self).existing_bucket(req).await
+            }
+            async fn grant_access(&self, req: &AccessRequest) -> Result<AccessGrant, ProvisionError> {
+                (**self).grant_access(req).await
+            }
+            async fn revoke_access(&self, req: &AccessRevocation) -> Result<(), ProvisionError> {
+                (**self).revoke_access(req).await
+            }
         }
     )*};
 }
 forward!(Arc, Box);
+
+#[cfg(test)]
+#[path = "defaults_tests.rs"]
+mod defaults_tests;
