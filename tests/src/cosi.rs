@@ -364,3 +364,145 @@ pub async fn reach(
         delete,
     }
 }
+
+/// The BucketAccessClass a [`CosiSuite`] makes.
+pub const ACCESS_CLASS: &str = "cosi-keys";
+/// The BucketClass (deletionPolicy Delete, forceDelete) a [`CosiSuite`]
+/// makes.
+pub const DELETE_CLASS: &str = "cosi-delete";
+/// The BucketClass (deletionPolicy Retain) a [`CosiSuite`] makes.
+pub const RETAIN_CLASS: &str = "cosi-retain";
+/// Environment variable naming the COSI driver of `crash-provisioner`
+/// (unset: COSI off).
+pub const DRIVER_ENV: &str = "OBC_COSI_DRIVER";
+
+/// The sample provisioner serving COSI on RustFS, as the reliability
+/// suite runs it: CRDs (both APIs), `deploy/`'s namespace and RBAC with
+/// [`COSI_RBAC`], the kube-controller-manager (garbage collector), RustFS,
+/// its admin Secret, the classes [`DELETE_CLASS`], [`RETAIN_CLASS`] and
+/// [`ACCESS_CLASS`], and a launch of one `crash-provisioner` process with
+/// COSI on for [`DRIVER`].
+pub struct CosiSuite {
+    /// The environment (no s3s-fs: RustFS is the store).
+    pub env: TestEnv,
+    /// Its admin client.
+    pub admin: Client,
+    /// The store.
+    pub store: crate::rustfs::RustFs,
+    /// The store's admin API, with the root key pair.
+    pub store_admin: sample_provisioner::admin::AdminClient,
+    /// The process to start.
+    pub launch: crate::reliability::Launch,
+}
+
+impl CosiSuite {
+    /// Starts it all; `bin` is the `crash-provisioner` binary, `tag` names
+    /// its logs.
+    pub async fn start(bin: impl Into<std::path::PathBuf>, tag: &str) -> Result<Self> {
+        use crate::reliability::{Launch, RUSTFS_ADMIN_SECRET, SYSTEM_NAMESPACE};
+        let env = TestEnv::start_with(crate::testenv::Store::None).await?;
+        crate::setup::install_deploy(&env).await?;
+        install_cosi_crds(&env).await?;
+        env.apply_yaml(&crate::setup::repo_file(COSI_RBAC)?).await?;
+        env.start_controller_manager().await?;
+        let store = crate::rustfs::RustFs::start(env.dir()).await?;
+        let (key, secret) = store.root_credentials();
+        crate::reliability::register_secret(&secret);
+        let admin = env.admin_client();
+        crate::setup::create_admin_secret(
+            &admin,
+            SYSTEM_NAMESPACE,
+            RUSTFS_ADMIN_SECRET,
+            &key,
+            &secret,
+        )
+        .await?;
+        let endpoint = store.endpoint().trim_end_matches('/').to_owned();
+        let params = json!({
+            "endpoint": endpoint,
+            "adminSecretName": RUSTFS_ADMIN_SECRET,
+            "adminSecretNamespace": SYSTEM_NAMESPACE,
+        });
+        let mut delete_params = params.clone();
+        delete_params["forceDelete"] = "true".into();
+        for (name, policy, params) in [
+            (DELETE_CLASS, "Delete", delete_params),
+            (RETAIN_CLASS, "Retain", params.clone()),
+        ] {
+            let spec = json!({"driverName": DRIVER, "deletionPolicy": policy, "parameters": params});
+            create(&admin, Kind::BucketClass, "", name, json!({"spec": spec})).await?;
+        }
+        let spec = json!({"driverName": DRIVER, "authenticationType": "Key", "parameters": params});
+        create(
+            &admin,
+            Kind::BucketAccessClass,
+            "",
+            ACCESS_CLASS,
+            json!({"spec": spec}),
+        )
+        .await?;
+        let store_admin = sample_provisioner::admin::AdminClient::new(
+            &endpoint,
+            "us-east-1",
+            lib_provisioner::Credentials::new(key, secret),
+        )?;
+        let kubeconfig = env
+            .service_account_kubeconfig(SYSTEM_NAMESPACE, "sample-provisioner")
+            .await?;
+        let mut launch = Launch::new(bin, &kubeconfig, tag);
+        launch.env.push((DRIVER_ENV.to_owned(), DRIVER.to_owned()));
+        Ok(Self {
+            env,
+            admin,
+            store,
+            store_admin,
+            launch,
+        })
+    }
+
+    /// The store's root S3 client.
+    pub fn root(&self) -> aws_sdk_s3::Client {
+        self.store.root_client()
+    }
+
+    /// The store's users (access keys).
+    pub async fn users(&self) -> Result<std::collections::BTreeSet<String>> {
+        Ok(self.store_admin.list_users().await?.into_keys().collect())
+    }
+
+    /// The store's buckets.
+    pub async fn buckets(&self) -> Result<std::collections::BTreeSet<String>> {
+        let out = self.root().list_buckets().send().await?;
+        Ok(out
+            .buckets()
+            .iter()
+            .filter_map(|b| b.name().map(str::to_owned))
+            .collect())
+    }
+
+    /// Ends a test: scans the logs under `logs` for credentials, prints the
+    /// summary (failed if `result` or the scan failed, or it counted harm),
+    /// stops the store; returns the first error.
+    pub async fn finish(
+        &self,
+        mut summary: crate::reliability::Summary,
+        logs: &Path,
+        result: Result<()>,
+    ) -> Result<()> {
+        let scan = crate::reliability::assert_no_leaks(logs);
+        summary.note(
+            "logs scanned for credentials",
+            scan.as_ref().map_or("LEAK".to_owned(), ToString::to_string),
+        );
+        let clean = summary.counts.clean();
+        summary.failed = result.is_err() || scan.is_err() || !clean;
+        summary.print(logs);
+        self.store.stop().await;
+        result?;
+        scan?;
+        if !clean {
+            bail!("counted harm: {:?}", summary.counts);
+        }
+        Ok(())
+    }
+}

@@ -7,5 +7,6 @@
 //! three must stay 0. The threat model they prove is `docs/security.md`.
 
 mod after_bind;
+mod cosi;
 mod provision;
 mod store;
