@@ -14,6 +14,7 @@
 //! - [`provisioner`]: the trait and its contract.
 //! - [`names`]: bucket name rules and generation.
 //! - [`controller`]: the builder and the wiring.
+//! - [`cosi`]: Kubernetes COSI (`objectstorage.k8s.io/v1alpha2`) from the same provisioner.
 //! - [`leader`], [`metrics`], [`failpoint`]: operations.
 //! - `conformance` (feature `conformance`): a kit that tests a provisioner
 //!   against the contract on its own store.
@@ -24,6 +25,7 @@ pub mod api;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 pub mod controller;
+pub mod cosi;
 pub mod error;
 pub mod failpoint;
 pub mod leader;
