@@ -26,6 +26,10 @@ pub const VERSION: &str = "v1alpha2";
 pub const DRIVER: &str = "sample-s3.objectbucket.io";
 /// The COSI RBAC of `deploy/`, applied beside `deploy/rbac.yaml`.
 pub const COSI_RBAC: &str = "deploy/rbac-cosi.yaml";
+/// Permissions `deploy/rbac-cosi.yaml` grants for paths the end-to-end
+/// run does not take, and why: (API group, resource, verb, reason), as
+/// [`crate::rbac::NEEDED_BUT_NOT_EXERCISED`].
+pub const COSI_NEEDED_BUT_NOT_EXERCISED: &[(&str, &str, &str, &str)] = &[];
 /// The annotation the binding role puts on a Bucket whose claim is being
 /// deleted (the host is `k8.io` in upstream's code, and here).
 pub const BEING_DELETED: &str = "objectstorage.k8.io/bucketclaim-being-deleted";
