@@ -9,6 +9,7 @@
 //! - [`intents`]: creation intents as ConfigMaps (stores with bucket tags).
 //! - [`errors`]: store failures, classified retryable or permanent.
 //! - [`s3`]: [`S3Provisioner`], the `lib_provisioner::Provisioner`.
+//! - [`serve`]: COSI served beside ObjectBucketClaims (on when its CRDs are installed).
 //!
 //! See `docs/sample-provisioner.md` for parameters, credentials modes and
 //! deployment.
@@ -21,6 +22,7 @@ pub mod http;
 pub mod intents;
 pub mod params;
 pub mod s3;
+pub mod serve;
 pub mod store;
 
 pub use s3::S3Provisioner;

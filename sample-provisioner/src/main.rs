@@ -8,9 +8,11 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{ArgAction, Parser, ValueEnum};
+use lib_provisioner::cosi::{CosiOptions, InvalidDriverName};
 use lib_provisioner::leader::LeaderElection;
 use lib_provisioner::{ControllerBuilder, names};
 use sample_provisioner::S3Provisioner;
+use sample_provisioner::serve::{CosiMode, with_cosi};
 use tokio::signal::unix::{SignalKind, signal};
 use tracing::{error, info, warn};
 use tracing_subscriber::EnvFilter;
@@ -22,12 +24,14 @@ const EXIT_CONFIG: u8 = 2;
 #[command(
     name = "sample-provisioner",
     version,
-    about = "Object bucket provisioner for S3-compatible stores (objectbucket.io/v1alpha1)",
+    about = "Object bucket provisioner for S3-compatible stores (objectbucket.io/v1alpha1, and COSI objectstorage.k8s.io/v1alpha2)",
     long_about = "Object bucket provisioner for S3-compatible stores.\n\n\
         Serves ObjectBucketClaims whose StorageClass names this provisioner: creates the \
         bucket on the store given by the class's `endpoint` parameter, and writes a Secret \
-        (credentials) and a ConfigMap (endpoint) named after the claim. Each flag can also \
-        be set through the environment variable shown."
+        (credentials) and a ConfigMap (endpoint) named after the claim. With COSI's CRDs \
+        installed it also serves BucketClaims and BucketAccesses of the classes naming its \
+        COSI driver (--cosi, --cosi-driver-name). Each flag can also be set through the \
+        environment variable shown."
 )]
 struct Cli {
     /// Provisioner name: only StorageClasses whose `provisioner` field is exactly this are served.
@@ -112,9 +116,54 @@ struct Cli {
     #[arg(long, env = "OBC_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
 
+    /// Serve COSI (objectstorage.k8s.io/v1alpha2: BucketClaims, BucketAccesses) too: `auto` when the apiserver serves COSI's CRDs (crds/cosi/), `on` (fail without them), `off`.
+    #[arg(long, env = "OBC_COSI", value_enum, default_value_t = CosiArg::Auto, value_name = "MODE")]
+    cosi: CosiArg,
+
+    /// COSI driver name: only BucketClasses and BucketAccessClasses whose `driverName` is exactly this are served (dot-separated lower-case labels, at most 63 characters).
+    #[arg(
+        long,
+        env = "COSI_DRIVER_NAME",
+        default_value = sample_provisioner::serve::DEFAULT_DRIVER_NAME,
+        value_name = "NAME"
+    )]
+    cosi_driver_name: String,
+
+    /// Run COSI's binding role too (BucketClaims get their Buckets, BucketAccesses are checked and handed to the driver). `false` where upstream's COSI controller runs, so that only it binds.
+    #[arg(
+        long,
+        env = "OBC_COSI_BINDING",
+        value_name = "BOOL",
+        default_value_t = true,
+        action = ArgAction::Set,
+        num_args = 0..=1,
+        default_missing_value = "true"
+    )]
+    cosi_binding: bool,
+
     /// Log filter, RUST_LOG syntax: a level (info, debug) or directives (info,sample_provisioner=debug,lib_provisioner=debug).
     #[arg(long, env = "RUST_LOG", default_value = "info", value_name = "FILTER")]
     log_level: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum CosiArg {
+    /// When COSI's CRDs are installed.
+    Auto,
+    /// Always (COSI's CRDs must be installed).
+    On,
+    /// Never.
+    Off,
+}
+
+impl From<CosiArg> for CosiMode {
+    fn from(arg: CosiArg) -> Self {
+        match arg {
+            CosiArg::Auto => CosiMode::Auto,
+            CosiArg::On => CosiMode::On,
+            CosiArg::Off => CosiMode::Off,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -160,7 +209,19 @@ impl Cli {
         if self.provisioner_name.trim().is_empty() {
             return Err("--provisioner-name must not be empty".into());
         }
+        self.cosi_options()
+            .map_err(|e| format!("--cosi-driver-name (COSI_DRIVER_NAME): {e}"))?;
         Ok(())
+    }
+
+    /// The COSI driver and roles, if COSI is served.
+    fn cosi_options(&self) -> Result<CosiOptions, InvalidDriverName> {
+        let options = CosiOptions::new(self.cosi_driver_name.trim())?;
+        Ok(if self.cosi_binding {
+            options
+        } else {
+            options.without_binding()
+        })
     }
 }
 
@@ -264,6 +325,20 @@ async fn run(cli: Cli) -> Result<(), String> {
     if !cli.no_metrics {
         builder = builder.serve_on(cli.metrics_addr);
     }
+    let options = cli.cosi_options().map_err(|e| e.to_string())?;
+    let cosi = CosiMode::from(cli.cosi)
+        .resolve(&client, options)
+        .await
+        .map_err(|e| e.to_string())?;
+    match &cosi {
+        Some(o) => info!(
+            driver = %o.driver_name(),
+            binding = o.binding(),
+            "serving COSI (objectstorage.k8s.io/v1alpha2) too"
+        ),
+        None => info!(mode = ?cli.cosi, "not serving COSI (--cosi=on serves it; its CRDs are in crds/cosi/)"),
+    }
+    let builder = with_cosi(builder, cosi);
 
     builder
         .run(client, shutdown_signal())
@@ -388,6 +463,30 @@ mod tests {
             assert!(Cli::try_parse_from(argv).is_err(), "{args:?}");
         }
         assert!(parse(&["--provisioner-name", " "]).validate().is_err());
+    }
+
+    #[test]
+    fn cosi_is_auto_with_the_default_driver_and_binding_on() {
+        let cli = parse(&[]);
+        assert_eq!(cli.cosi, CosiArg::Auto);
+        let options = cli.cosi_options().expect("default driver");
+        assert_eq!(options.driver_name(), "sample-s3.objectbucket.io");
+        assert!(options.binding());
+        let cli = parse(&["--cosi=off", "--cosi-binding=false", "--cosi-driver-name", "s3.example.com"]);
+        assert_eq!(CosiMode::from(cli.cosi), CosiMode::Off);
+        let options = cli.cosi_options().expect("driver");
+        assert_eq!(options.driver_name(), "s3.example.com");
+        assert!(!options.binding());
+        assert!(parse(&["--cosi=on"]).cosi == CosiArg::On);
+    }
+
+    #[test]
+    fn a_driver_name_cosi_refuses_is_a_usage_error() {
+        let err = parse(&["--cosi-driver-name", "objectbucket.io/sample-s3"])
+            .validate()
+            .expect_err("a '/' in a driver name");
+        assert!(err.contains("--cosi-driver-name"), "{err}");
+        assert!(Cli::try_parse_from(["sample-provisioner", "--cosi", "maybe"]).is_err());
     }
 
     #[test]

@@ -29,6 +29,8 @@ use obc_tests::rustfs::RustFs;
 use obc_tests::setup::{create_admin_secret, install_deploy, repo_file};
 use obc_tests::testenv::s3_client_for;
 use obc_tests::{TestEnv, wait_for};
+use lib_provisioner::ControllerBuilder;
+use sample_provisioner::S3Provisioner;
 use sample_provisioner::admin::AdminClient;
 
 const T: Duration = Duration::from_secs(60);
@@ -66,7 +68,7 @@ async fn the_sample_serves_object_bucket_claims_and_cosi_side_by_side() {
     env.ensure_namespace(NS).await.expect("ns");
 
     let sa = env.service_account_client(SYSTEM, SA).await.expect("sa");
-    let controller = start_controller(sa);
+    let controller = start_controller(sa).await;
 
     // Side by side: an ObjectBucketClaim and a BucketClaim.
     let obc = ObjectBucketClaimSpec {
@@ -311,22 +313,26 @@ async fn assert_no_other_buckets(who: &str, k: &AccessKeys) {
     }
 }
 
-/// The sample's controller, as its binary wires it: ObjectBucketClaims of
-/// `objectbucket.io/sample-s3`, and COSI for driver [`DRIVER`] with the
-/// binding role on; leader election as in `deploy/`.
-fn start_controller(sa: Client) -> RunningController {
-    let builder = sample_provisioner::serve::builder(
-        sa.clone(),
+/// The sample's controller, as its binary wires it
+/// (`sample_provisioner::serve`): ObjectBucketClaims of
+/// `objectbucket.io/sample-s3`, and, COSI's CRDs being installed
+/// (`--cosi=auto`), COSI for driver [`DRIVER`] with the binding role on;
+/// leader election as in `deploy/`.
+async fn start_controller(sa: Client) -> RunningController {
+    let options = lib_provisioner::cosi::CosiOptions::new(DRIVER).expect("driver name");
+    let cosi = sample_provisioner::serve::CosiMode::Auto
+        .resolve(&sa, options)
+        .await
+        .expect("discovery");
+    assert!(cosi.is_some(), "--cosi=auto did not see COSI's CRDs");
+    let builder = ControllerBuilder::new(
         "objectbucket.io/sample-s3",
-        sample_provisioner::serve::Cosi::On {
-            driver: DRIVER.to_owned(),
-            binding: true,
-        },
+        S3Provisioner::new(sa.clone()),
     )
     .leader_election(lib_provisioner::leader::LeaderElection::new(
         SYSTEM,
         "objectbucket.io-sample-s3",
         "test",
     ));
-    RunningController::start_with(sa, builder)
+    RunningController::start_with(sa, sample_provisioner::serve::with_cosi(builder, cosi))
 }

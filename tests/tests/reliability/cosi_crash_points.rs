@@ -45,7 +45,7 @@ async fn walk(suite: &CosiSuite, summary: &mut Summary) -> Result<()> {
     // named write.
     launch.concurrency = Some(1);
     let mut never_fired = Vec::new();
-    for (i, point) in lib_provisioner::failpoint::COSI_POINTS.iter().enumerate() {
+    for (i, point) in lib_provisioner::cosi::failpoint::POINTS.iter().enumerate() {
         let ns = format!("cosi-crash-{i}");
         suite.env.ensure_namespace(&ns).await?;
         let started = std::time::Instant::now();
@@ -62,7 +62,7 @@ async fn walk(suite: &CosiSuite, summary: &mut Summary) -> Result<()> {
             format!("{crashes} crashes, {:.1}s", started.elapsed().as_secs_f64()),
         );
     }
-    summary.note("COSI crash points", lib_provisioner::failpoint::COSI_POINTS.len());
+    summary.note("COSI crash points", lib_provisioner::cosi::failpoint::POINTS.len());
     ensure!(
         never_fired.is_empty(),
         "COSI crash points that never fired: {never_fired:?}"
