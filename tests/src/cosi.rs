@@ -469,9 +469,16 @@ impl CosiSuite {
         self.store.root_client()
     }
 
-    /// The store's users (access keys).
+    /// The store's users (access keys), the root user not among them.
     pub async fn users(&self) -> Result<std::collections::BTreeSet<String>> {
-        Ok(self.store_admin.list_users().await?.into_keys().collect())
+        let (root, _) = self.store.root_credentials();
+        Ok(self
+            .store_admin
+            .list_users()
+            .await?
+            .into_keys()
+            .filter(|u| *u != root)
+            .collect())
     }
 
     /// The store's buckets.

@@ -286,7 +286,12 @@ async fn cosi_classes(env: &TestEnv, endpoint: &str) -> (String, String) {
                 p["forceDelete"] = "true".into();
                 names.0 = o.name_any();
             }
-            Some("BucketAccessClass") => names.1 = o.name_any(),
+            Some("BucketAccessClass") => {
+                let p = &mut o.data["spec"]["parameters"];
+                p["endpoint"] = endpoint.into();
+                p["adminSecretName"] = "s3-admin".into();
+                names.1 = o.name_any();
+            }
             other => panic!("deploy/example-cosi-classes.yaml holds a {other:?}"),
         }
         assert_eq!(o.data["spec"]["driverName"], DRIVER);

@@ -22,7 +22,7 @@ use anyhow::{Context as _, Result, ensure};
 use aws_sdk_s3::primitives::ByteStream;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
-use kube::{Client, ResourceExt};
+use kube::ResourceExt;
 use obc_tests::cosi::{
     ACCESS_CLASS, AccessKeys, BEING_DELETED, CosiSuite, DELETE_CLASS, DRIVER, Kind,
     MANAGEMENT_OVERRIDE, access_keys, access_of, api, claim_of_class, create, keys_of, reach,
@@ -108,7 +108,7 @@ async fn attacks(suite: &CosiSuite, summary: &mut Summary) -> Result<()> {
         summary.counts
     );
     summary.counts.scenarios += 1;
-    let _ = proc;
+    proc.kill().await;
     Ok(())
 }
 
@@ -427,6 +427,5 @@ async fn cleanup(suite: &CosiSuite, summary: &mut Summary, victim: &Victim) -> R
     if !left.is_empty() {
         summary.note("buckets left", format!("{left:?} (victim's: {})", victim.bucket_id));
     }
-    let _: &Client = admin;
     Ok(())
 }
