@@ -48,7 +48,7 @@ use crate::server::Health;
 
 mod gate;
 mod namespaces;
-mod wiring;
+pub(crate) mod wiring;
 
 /// Which namespaces' claims to serve.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -78,6 +78,7 @@ pub struct ControllerBuilder<P> {
     provisioner_timeout: Duration,
     dead_watch_limit: Duration,
     name_records: Option<String>,
+    cosi: Option<crate::cosi::CosiOptions>,
 }
 
 impl<P: Provisioner> ControllerBuilder<P> {
@@ -97,7 +98,29 @@ impl<P: Provisioner> ControllerBuilder<P> {
             provisioner_timeout: DEFAULT_PROVISIONER_TIMEOUT,
             dead_watch_limit: crate::server::WATCHES_DEAD_LIMIT,
             name_records: None,
+            cosi: None,
         }
+    }
+
+    /// Also serves Kubernetes COSI (`objectstorage.k8s.io/v1alpha2`) from
+    /// the same provisioner: Buckets and BucketAccesses of
+    /// `options.driver_name()`, and (unless
+    /// [`without_binding`](crate::cosi::CosiOptions::without_binding)) the
+    /// binding of every BucketClaim and BucketAccess, as upstream's COSI
+    /// controller does. Shares this builder's leader election, metrics,
+    /// health, concurrency, backoff and provisioner timeout. Needs the COSI
+    /// CRDs (`crds/cosi/`) and their RBAC; see [`crate::cosi`].
+    ///
+    /// ```
+    /// # use lib_provisioner::{ControllerBuilder, Provisioner, cosi::CosiOptions};
+    /// # fn configure<P: Provisioner>(p: P) -> Result<(), lib_provisioner::cosi::InvalidDriverName> {
+    /// let builder = ControllerBuilder::new("example.com/bucket", p)
+    ///     .cosi(CosiOptions::new("bucket.example.com")?);
+    /// # Ok(()) }
+    /// ```
+    pub fn cosi(mut self, options: crate::cosi::CosiOptions) -> Self {
+        self.cosi = Some(options);
+        self
     }
 
     /// Holds every greenfield bucket name through a Lease in `namespace`
@@ -289,7 +312,7 @@ impl<P: Provisioner> ControllerBuilder<P> {
     /// order their subscriptions and channels must be taken, and reads top
     /// to bottom as that order.
     fn start(
-        self,
+        mut self,
         client: Client,
         metrics: Arc<Metrics>,
         health: Arc<Health>,
@@ -311,10 +334,32 @@ impl<P: Provisioner> ControllerBuilder<P> {
 
         let (synced_tx, synced_rx) = watch::channel(false);
         let config = kube::runtime::controller::Config::default().concurrency(self.concurrency);
+        let cosi = self.cosi.take().map(|options| {
+            let shared = crate::cosi::wiring::Shared {
+                client: client.clone(),
+                metrics: metrics.clone(),
+                health: health.clone(),
+                leadership: leadership.clone(),
+                provisioner_timeout: self.provisioner_timeout,
+                backoff: self.backoff,
+                concurrency: self.concurrency,
+                stop: stop.clone(),
+                leading: leading.clone(),
+            };
+            (options, shared)
+        });
         let ctx = self.context(
             client, label, &shared, &scope, metrics, synced_rx, leadership,
         );
         let mut tasks: Vec<BoxFuture<'static, ()>> = Vec::new();
+        if let Some((options, s)) = cosi {
+            // The same provisioner (one Arc) serves both APIs.
+            tasks.push(crate::cosi::wiring::start(
+                options,
+                s,
+                ctx.provisioner.clone(),
+            ));
+        }
         let (retry, retried) = tokio::sync::mpsc::unbounded_channel();
         match shared.claim_triggers.take() {
             Some((buckets, classes)) => tasks.push(wiring::claim_controller(

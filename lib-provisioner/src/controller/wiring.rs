@@ -370,14 +370,14 @@ pub(super) async fn signal_ready(
 /// default grows to 30 s, so after an apiserver outage the watches (and
 /// every claim waiting on them) came back up to half a minute after the API
 /// did; a reconnect every 2 s costs a down apiserver nothing.
-fn watch_backoff() -> WatchBackoff {
+pub(crate) fn watch_backoff() -> WatchBackoff {
     WatchBackoff::default()
 }
 
 /// 250 ms doubling to 2 s, with up to 25% jitter; reset by the stream once a
 /// watch delivers again.
 #[derive(Debug)]
-struct WatchBackoff {
+pub(crate) struct WatchBackoff {
     next: std::time::Duration,
 }
 
@@ -419,7 +419,7 @@ fn without_errors<K>(r: &Result<K, watcher::Error>) -> futures::future::Ready<bo
 
 /// Records each event of watch `name` in the watches' health, and logs
 /// its failures.
-fn tracked<K>(
+pub(crate) fn tracked<K>(
     health: &Arc<Health>,
     name: impl Into<String>,
 ) -> impl FnMut(&Result<K, watcher::Error>) + Send + 'static {
@@ -439,7 +439,7 @@ fn tracked<K>(
 /// standby still polls it, so its caches stay warm: the reflector has
 /// applied each event to the cache before the event gets here, and
 /// [`took_over`] covers whatever was dropped.
-fn while_leading<S>(
+pub(crate) fn while_leading<S>(
     trigger: S,
     leading: &watch::Receiver<bool>,
 ) -> impl futures::Stream<Item = S::Item> + Send + 'static
@@ -453,19 +453,21 @@ where
 
 /// Fires once, when this replica starts leading: then every cached object
 /// is reconciled.
-fn took_over(mut leading: watch::Receiver<bool>) -> impl futures::Stream<Item = ()> + Send {
+pub(crate) fn took_over(
+    mut leading: watch::Receiver<bool>,
+) -> impl futures::Stream<Item = ()> + Send {
     futures::stream::once(async move { leading.wait_for(|l| *l).await.is_ok() })
         .filter(|led| futures::future::ready(*led))
         .map(|_| ())
 }
 
-async fn stopped(mut rx: watch::Receiver<bool>) {
+pub(crate) async fn stopped(mut rx: watch::Receiver<bool>) {
     let _ = rx.wait_for(|s| *s).await;
 }
 
 /// The caches never read managedFields, and they are most of each cached
 /// object's memory (server-side field tracking, decoded as JSON trees).
-fn strip_managed_fields<K: kube::Resource>(object: &mut K) {
+pub(crate) fn strip_managed_fields<K: kube::Resource>(object: &mut K) {
     object.meta_mut().managed_fields = None;
 }
 
@@ -475,7 +477,7 @@ fn tokio_stream_of<T: Send + 'static>(
     futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
 }
 
-fn log_controller_error<R, Q>(what: &str, e: &kube::runtime::controller::Error<R, Q>)
+pub(crate) fn log_controller_error<R, Q>(what: &str, e: &kube::runtime::controller::Error<R, Q>)
 where
     R: std::error::Error + 'static,
     Q: std::error::Error + 'static,

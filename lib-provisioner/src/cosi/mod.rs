@@ -1,5 +1,39 @@
 //! Kubernetes COSI (`objectstorage.k8s.io/v1alpha2`) served from the same
-//! [`Provisioner`](crate::Provisioner): the API types ([`api`]) and the
-//! controllers that bind claims and drive the provisioner.
+//! [`Provisioner`](crate::Provisioner) as ObjectBucketClaims.
+//!
+//! [`ControllerBuilder::cosi`](crate::ControllerBuilder::cosi) starts two
+//! roles beside the OBC controllers, sharing their leader election,
+//! metrics, health and provisioner timeout:
+//!
+//! - the **binding role** (upstream's COSI controller): BucketClaims get a
+//!   Bucket (`bc-<claim uid>` from their BucketClass, or the static Bucket
+//!   they name), BucketAccesses are checked against their class and handed
+//!   to the driver with the buckets of their claims. It serves every
+//!   driver; turn it off ([`CosiOptions::without_binding`]) where upstream's
+//!   controller runs.
+//! - the **driver role** (upstream's sidecar): Buckets and BucketAccesses of
+//!   this driver become [`Provisioner::create_bucket`](crate::Provisioner::create_bucket),
+//!   [`existing_bucket`](crate::Provisioner::existing_bucket),
+//!   [`grant_access`](crate::Provisioner::grant_access) and their teardowns;
+//!   credentials land in one Secret per claim of a BucketAccess.
+//!
+//! Each kind follows a pure planner (`claim/plan.rs`, `bucket/plan.rs`,
+//! `access/bind_plan.rs`, `access/grant_plan.rs`) that picks the next step
+//! from what exists; each step is one write or one provisioner call, so a
+//! restart after any of them takes the same decision again
+//! ([`failpoint::POINTS`] names the crash points).
 
+mod access;
 pub mod api;
+mod bucket;
+mod claim;
+mod context;
+pub mod failpoint;
+mod keys;
+mod options;
+mod plan;
+mod show;
+pub(crate) mod wiring;
+mod writes;
+
+pub use options::{CosiOptions, InvalidDriverName};

@@ -16,6 +16,7 @@ use super::{BucketDeletionPolicy, ObjectProtocol, TimestampedError};
 #[kube(
     group = "objectstorage.k8s.io",
     version = "v1alpha2",
+    derive = "PartialEq",
     kind = "Bucket",
     plural = "buckets",
     singular = "bucket",

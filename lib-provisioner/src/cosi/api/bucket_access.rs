@@ -16,6 +16,7 @@ use super::{AuthenticationType, BucketAccessMode, ObjectProtocol, TimestampedErr
 #[kube(
     group = "objectstorage.k8s.io",
     version = "v1alpha2",
+    derive = "PartialEq",
     kind = "BucketAccess",
     plural = "bucketaccesses",
     singular = "bucketaccess",

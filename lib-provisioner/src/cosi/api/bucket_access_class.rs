@@ -14,6 +14,7 @@ use super::{AuthenticationType, BucketAccessMode, MultiBucketAccess};
 #[kube(
     group = "objectstorage.k8s.io",
     version = "v1alpha2",
+    derive = "PartialEq",
     kind = "BucketAccessClass",
     plural = "bucketaccessclasses",
     singular = "bucketaccessclass",

@@ -13,6 +13,7 @@ use super::{ObjectProtocol, TimestampedError};
 #[kube(
     group = "objectstorage.k8s.io",
     version = "v1alpha2",
+    derive = "PartialEq",
     kind = "BucketClaim",
     plural = "bucketclaims",
     singular = "bucketclaim",

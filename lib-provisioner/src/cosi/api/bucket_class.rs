@@ -14,6 +14,7 @@ use super::schema;
 #[kube(
     group = "objectstorage.k8s.io",
     version = "v1alpha2",
+    derive = "PartialEq",
     kind = "BucketClass",
     plural = "bucketclasses",
     singular = "bucketclass",

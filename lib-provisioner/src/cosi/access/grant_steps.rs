@@ -1,0 +1,326 @@
+//! The driver role's steps for a BucketAccess: Secrets reserved, access
+//! granted, the account recorded, Secrets written, ready; on deletion the
+//! Secrets deleted, access revoked, cleanup handed back.
+
+use std::collections::BTreeSet;
+
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::api::Api;
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+
+use super::grant_plan::{self, Observed, Step};
+use super::steps::Progress;
+use crate::cosi::api::{AuthenticationType, Bucket};
+use crate::cosi::api::{
+    BucketAccess, BucketAccessMode, FINALIZER, SIDECAR_CLEANUP_FINISHED_ANNOTATION,
+    account_name_for_access,
+};
+use crate::cosi::context::CosiContext;
+use crate::cosi::failpoint;
+use crate::cosi::keys;
+use crate::cosi::plan::Next;
+use crate::cosi::show::{self, Halt};
+use crate::cosi::writes;
+use crate::error::Error;
+use crate::provisioner::{
+    AccessGrant, AccessMode, AccessRequest, AccessRevocation, ClaimIdentity, Provisioner,
+};
+
+/// What the driver role learnt in this pass and keeps between its steps.
+#[derive(Default)]
+pub(crate) struct Memory {
+    grant: Option<AccessGrant>,
+    written: BTreeSet<String>,
+    revoked: bool,
+}
+
+/// Observes for the driver role, plans, and takes the step.
+pub(crate) async fn pass<P: Provisioner>(
+    ctx: &CosiContext<P>,
+    api: &Api<BucketAccess>,
+    access: BucketAccess,
+    memory: &mut Memory,
+) -> Result<Progress, Error> {
+    let o = observe(ctx, access, memory).await?;
+    let step = match grant_plan::next_step(&o) {
+        Next::Step(step) => step,
+        Next::Done => return Ok(Progress::Done),
+        Next::Wait(m) => return Ok(Progress::Halted(Halt::Wait(m))),
+        Next::Refuse(m) => return Ok(Progress::Halted(Halt::Refuse(m))),
+    };
+    ctx.ensure_leading()?;
+    Ok(match execute(ctx, api, &o, step, memory).await? {
+        Some(halt) => Progress::Halted(halt),
+        None => Progress::Stepped,
+    })
+}
+
+async fn observe<P>(
+    ctx: &CosiContext<P>,
+    access: BucketAccess,
+    memory: &Memory,
+) -> Result<Observed, Error> {
+    let buckets_api: Api<Bucket> = Api::all(ctx.client.clone());
+    let mut buckets = Vec::new();
+    let accessed = access
+        .status
+        .as_ref()
+        .and_then(|s| s.accessed_buckets.clone())
+        .unwrap_or_default();
+    for entry in &accessed {
+        buckets
+            .push(writes::get(&buckets_api, &entry.bucket_name, "read an accessed Bucket").await?);
+    }
+    let secrets_api = secrets(ctx, &access);
+    let mut secrets = Vec::new();
+    for entry in &access.spec.bucket_claims {
+        let name = entry.access_secret_name.clone();
+        let secret = writes::get(&secrets_api, &name, "read an access Secret").await?;
+        secrets.push((name, secret));
+    }
+    Ok(Observed {
+        access,
+        buckets,
+        secrets,
+        driver: ctx.driver.clone(),
+        grant: memory.grant.clone(),
+        written: memory.written.clone(),
+        revoked: memory.revoked,
+    })
+}
+
+fn secrets<P>(ctx: &CosiContext<P>, access: &BucketAccess) -> Api<Secret> {
+    Api::namespaced(ctx.client.clone(), &access.namespace().unwrap_or_default())
+}
+
+fn secret_of<'a>(o: &'a Observed, name: &str) -> Result<&'a Secret, Error> {
+    o.secrets
+        .iter()
+        .find(|(n, _)| n == name)
+        .and_then(|(_, s)| s.as_ref())
+        .ok_or(Error::MissingField("the access Secret"))
+}
+
+async fn execute<P: Provisioner>(
+    ctx: &CosiContext<P>,
+    api: &Api<BucketAccess>,
+    o: &Observed,
+    step: Step,
+    memory: &mut Memory,
+) -> Result<Option<Halt>, Error> {
+    let a = &o.access;
+    let secrets = secrets(ctx, a);
+    match step {
+        Step::AddFinalizer => {
+            writes::add_finalizer(api, a, "add the BucketAccess's finalizer").await?
+        }
+        Step::ReserveSecret(name) => {
+            writes::create(
+                &secrets,
+                &reserved_secret(a, &name),
+                "reserve an access Secret",
+            )
+            .await?;
+            failpoint::hit("cosi-after-secret-reserved");
+        }
+        Step::Grant => {
+            match ctx
+                .timed(
+                    "grant_access",
+                    ctx.provisioner.grant_access(&access_request(a)),
+                )
+                .await
+            {
+                Ok(grant) => {
+                    failpoint::hit("cosi-after-grant");
+                    memory.grant = Some(grant);
+                    memory.written.clear();
+                }
+                Err(e) => {
+                    return Ok(Some(show::provisioner_halt(
+                        "the driver could not grant access",
+                        &e,
+                    )));
+                }
+            }
+        }
+        Step::RecordAccount(id) => {
+            let patch = json!({"status": {"accountID": id}});
+            writes::patch_status(api, &a.name_any(), &patch, "record the account").await?;
+            failpoint::hit("cosi-after-account-recorded");
+        }
+        Step::WriteSecret(name) => {
+            let data =
+                secret_data(o, &name).ok_or(Error::MissingField("the grant of this pass"))?;
+            let secret = secret_of(o, &name)?;
+            // The data is never logged; only the Secret's name is.
+            let patch = json!({"metadata": {"resourceVersion": secret.resource_version()}, "type": "Opaque", "stringData": data});
+            writes::patch_raw(&secrets, &name, &patch, "write an access Secret").await?;
+            memory.written.insert(name);
+            failpoint::hit("cosi-after-secret-written");
+        }
+        Step::MarkReady => {
+            let patch = json!({"status": {"readyToUse": true, "error": null}});
+            writes::patch_status(api, &a.name_any(), &patch, "mark the BucketAccess ready").await?;
+            failpoint::hit("cosi-after-access-ready");
+        }
+        Step::MarkNotReady => {
+            let patch = json!({"status": {"readyToUse": false}});
+            writes::patch_status(
+                api,
+                &a.name_any(),
+                &patch,
+                "mark the BucketAccess not ready",
+            )
+            .await?;
+        }
+        Step::DeleteSecret(name) => {
+            writes::delete(&secrets, secret_of(o, &name)?, "delete an access Secret").await?;
+            failpoint::hit("cosi-after-secret-deleted");
+        }
+        Step::ReleaseSecret(name) => {
+            writes::remove_finalizer(&secrets, secret_of(o, &name)?, "release an access Secret")
+                .await?;
+        }
+        Step::Revoke => match ctx
+            .timed(
+                "revoke_access",
+                ctx.provisioner.revoke_access(&revocation(a)),
+            )
+            .await
+        {
+            Ok(()) => {
+                failpoint::hit("cosi-after-revoke");
+                memory.revoked = true;
+            }
+            Err(e) => {
+                return Ok(Some(show::provisioner_halt(
+                    "the driver could not revoke access",
+                    &e,
+                )));
+            }
+        },
+        Step::FinishCleanup => {
+            writes::annotate(
+                api,
+                a,
+                SIDECAR_CLEANUP_FINISHED_ANNOTATION,
+                "",
+                "hand the deletion back",
+            )
+            .await?;
+            failpoint::hit("cosi-after-cleanup-finished");
+        }
+    }
+    Ok(None)
+}
+
+/// The empty Secret reserved before the grant: ours by its controller
+/// reference, held by our finalizer until the BucketAccess revokes.
+fn reserved_secret(a: &BucketAccess, name: &str) -> Secret {
+    Secret {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            namespace: a.namespace(),
+            finalizers: Some(vec![FINALIZER.to_owned()]),
+            owner_references: Some(vec![OwnerReference {
+                api_version: BucketAccess::api_version(&()).into_owned(),
+                kind: BucketAccess::kind(&()).into_owned(),
+                name: a.name_any(),
+                uid: a.uid().unwrap_or_default(),
+                controller: Some(true),
+                block_owner_deletion: Some(true),
+            }]),
+            ..Default::default()
+        },
+        type_: Some("Opaque".to_owned()),
+        ..Default::default()
+    }
+}
+
+/// Who gets access: the BucketAccess itself.
+fn principal(a: &BucketAccess) -> ClaimIdentity {
+    ClaimIdentity::new(
+        a.namespace().unwrap_or_default(),
+        a.name_any(),
+        a.uid().unwrap_or_default(),
+    )
+}
+
+fn mode(m: BucketAccessMode) -> AccessMode {
+    match m {
+        BucketAccessMode::ReadWrite => AccessMode::ReadWrite,
+        BucketAccessMode::ReadOnly => AccessMode::ReadOnly,
+        BucketAccessMode::WriteOnly => AccessMode::WriteOnly,
+    }
+}
+
+/// The request: the buckets recorded at the hand-off (never the spec's
+/// claim names), each in the mode its claim entry asks.
+fn access_request(a: &BucketAccess) -> AccessRequest {
+    let status = a.status.clone().unwrap_or_default();
+    let mut req = AccessRequest::new(
+        principal(a),
+        account_name_for_access(&a.uid().unwrap_or_default()),
+    )
+    .with_class_name(a.spec.bucket_access_class_name.clone())
+    .with_parameters(status.parameters.unwrap_or_default());
+    for accessed in status.accessed_buckets.iter().flatten() {
+        let asked = a
+            .spec
+            .bucket_claims
+            .iter()
+            .find(|c| c.bucket_claim_name == accessed.bucket_claim_name);
+        // The plan refuses a hand-off whose buckets do not match the
+        // claims; ReadOnly is the narrowest mode should that ever change.
+        let m = asked.map_or(AccessMode::ReadOnly, |c| mode(c.access_mode));
+        req = req.with_bucket(accessed.bucket_id.clone(), m);
+    }
+    req
+}
+
+fn revocation(a: &BucketAccess) -> AccessRevocation {
+    let status = a.status.clone().unwrap_or_default();
+    // Without a recorded account id (a crash right after the grant), the
+    // account name is what the store was asked to key the account by.
+    let account = status
+        .account_id
+        .clone()
+        .unwrap_or_else(|| account_name_for_access(&a.uid().unwrap_or_default()));
+    let mut req = AccessRevocation::new(principal(a), account)
+        .with_class_name(a.spec.bucket_access_class_name.clone())
+        .with_parameters(status.parameters.unwrap_or_default());
+    for accessed in status.accessed_buckets.iter().flatten() {
+        req = req.with_bucket(accessed.bucket_id.clone());
+    }
+    req
+}
+
+/// The `stringData` of Secret `name`: its claim's bucket and this pass's
+/// credentials.
+fn secret_data(o: &Observed, name: &str) -> Option<std::collections::BTreeMap<String, String>> {
+    let a = &o.access;
+    let grant = o.grant.as_ref()?;
+    let status = a.status.as_ref()?;
+    let entry = a
+        .spec
+        .bucket_claims
+        .iter()
+        .find(|c| c.access_secret_name == name)?;
+    let accessed = status
+        .accessed_buckets
+        .iter()
+        .flatten()
+        .find(|b| b.bucket_claim_name == entry.bucket_claim_name)?;
+    let auth = status
+        .authentication_type
+        .unwrap_or(AuthenticationType::Key);
+    Some(keys::s3_secret(
+        &accessed.bucket_id,
+        &grant.endpoint,
+        &grant.credentials,
+        auth,
+    ))
+}

@@ -1,0 +1,246 @@
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use super::plan::{Observed, Step, bucket_name, next_step};
+use crate::cosi::api::*;
+use crate::cosi::plan::Next;
+
+const UID: &str = "0d8f9bd2-4bd8-4d4c-9b5b-6c7a0f6b2d11";
+
+fn claim(dynamic: bool) -> BucketClaim {
+    let spec = if dynamic {
+        BucketClaimSpec {
+            bucket_class_name: Some("gold".into()),
+            ..Default::default()
+        }
+    } else {
+        BucketClaimSpec {
+            existing_bucket_name: Some("static-1".into()),
+            ..Default::default()
+        }
+    };
+    let mut c = BucketClaim::new("photos", spec);
+    c.metadata.namespace = Some("shop".into());
+    c.metadata.uid = Some(UID.into());
+    c
+}
+
+fn prepared(dynamic: bool) -> BucketClaim {
+    let mut c = claim(dynamic);
+    c.metadata.finalizers = Some(vec![FINALIZER.into()]);
+    c
+}
+
+fn class(policy: BucketDeletionPolicy) -> BucketClass {
+    BucketClass::new(
+        "gold",
+        BucketClassSpec {
+            driver_name: "s3.example.com".into(),
+            deletion_policy: policy,
+            parameters: None,
+        },
+    )
+}
+
+fn bucket_of(c: &BucketClaim, uid: Option<&str>) -> Bucket {
+    let mut b = super::plan::new_bucket(
+        c,
+        &class(BucketDeletionPolicy::Delete),
+        &bucket_name(c).expect("name"),
+    );
+    b.spec.bucket_claim_ref.uid = uid.map(Into::into);
+    b
+}
+
+fn ready(mut b: Bucket) -> Bucket {
+    b.status = Some(BucketStatus {
+        ready_to_use: true,
+        bucket_id: Some("bc-x".into()),
+        protocols: Some(vec![ObjectProtocol::S3]),
+        ..Default::default()
+    });
+    b
+}
+
+fn observed(claim: BucketClaim, bucket: Option<Bucket>) -> Observed {
+    Observed {
+        claim,
+        bucket,
+        class: Some(class(BucketDeletionPolicy::Delete)),
+        accesses: vec![],
+    }
+}
+
+fn bound(mut c: BucketClaim) -> BucketClaim {
+    let name = bucket_name(&c).expect("name");
+    c.status = Some(BucketClaimStatus {
+        bound_bucket_name: Some(name),
+        ..Default::default()
+    });
+    c
+}
+
+fn deleting(mut c: BucketClaim) -> BucketClaim {
+    c.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
+    c
+}
+
+#[test]
+fn a_dynamic_claim_gets_its_bucket_named_after_its_uid() {
+    assert_eq!(
+        next_step(&observed(claim(true), None)),
+        Next::Step(Step::AddFinalizer)
+    );
+    let Next::Step(Step::CreateBucket(b)) = next_step(&observed(prepared(true), None)) else {
+        panic!("expected CreateBucket");
+    };
+    assert_eq!(
+        b.metadata.name.as_deref(),
+        Some(format!("bc-{UID}").as_str())
+    );
+    assert_eq!(b.spec.bucket_claim_ref.uid.as_deref(), Some(UID));
+    assert_eq!(b.spec.driver_name, "s3.example.com");
+    assert!(b.metadata.finalizers.is_none(), "the driver adds its own");
+}
+
+#[test]
+fn a_missing_class_waits() {
+    let mut o = observed(prepared(true), None);
+    o.class = None;
+    assert!(
+        matches!(next_step(&o), Next::Wait(m) if m.contains("BucketClass gold does not exist"))
+    );
+}
+
+#[test]
+fn then_binding_then_the_buckets_status() {
+    let c = prepared(true);
+    let b = bucket_of(&c, Some(UID));
+    assert_eq!(
+        next_step(&observed(c.clone(), Some(b.clone()))),
+        Next::Step(Step::RecordBinding)
+    );
+    let c = bound(c);
+    assert!(
+        matches!(next_step(&observed(c.clone(), Some(b.clone()))), Next::Wait(m) if m.contains("waiting for driver s3.example.com"))
+    );
+    assert_eq!(
+        next_step(&observed(c.clone(), Some(ready(b.clone())))),
+        Next::Step(Step::CopyBucketStatus {
+            ready: true,
+            protocols: Some(vec![ObjectProtocol::S3])
+        })
+    );
+    let mut done = c;
+    done.status = Some(BucketClaimStatus {
+        bound_bucket_name: bucket_name(&done),
+        ready_to_use: true,
+        protocols: Some(vec![ObjectProtocol::S3]),
+        error: None,
+    });
+    assert_eq!(next_step(&observed(done, Some(ready(b)))), Next::Done);
+}
+
+#[test]
+fn a_static_claim_binds_a_reserved_bucket_and_no_other() {
+    let c = prepared(false);
+    assert!(
+        matches!(next_step(&observed(c.clone(), None)), Next::Wait(m) if m.contains("administrator must create it"))
+    );
+    let unbound = bucket_of(&c, None);
+    assert_eq!(
+        next_step(&observed(c.clone(), Some(unbound.clone()))),
+        Next::Step(Step::BindBucket)
+    );
+    let mut other = unbound.clone();
+    other.spec.bucket_claim_ref.namespace = "other".into();
+    assert!(
+        matches!(next_step(&observed(c.clone(), Some(other))), Next::Refuse(m) if m.contains("reserved for claim other/photos"))
+    );
+    let earlier = bucket_of(&c, Some("1d8f9bd2-4bd8-4d4c-9b5b-6c7a0f6b2d11"));
+    assert!(
+        matches!(next_step(&observed(c, Some(earlier))), Next::Refuse(m) if m.contains("never bound again"))
+    );
+}
+
+#[test]
+fn a_bound_claim_whose_bucket_vanished_is_not_bound_again() {
+    let c = bound(prepared(true));
+    assert!(matches!(next_step(&observed(c, None)), Next::Refuse(m) if m.contains("was deleted")));
+}
+
+#[test]
+fn missing_protocols_are_refused() {
+    let mut c = bound(prepared(true));
+    c.spec.protocols = Some(vec![ObjectProtocol::Gcs]);
+    let b = ready(bucket_of(&c, Some(UID)));
+    assert!(
+        matches!(next_step(&observed(c, Some(b))), Next::Refuse(m) if m.contains("does not support protocol GCS"))
+    );
+}
+
+#[test]
+fn deletion_releases_then_deletes_by_policy() {
+    let c = deleting(bound(prepared(true)));
+    let b = ready(bucket_of(&c, Some(UID)));
+    assert_eq!(
+        next_step(&observed(c.clone(), Some(b.clone()))),
+        Next::Step(Step::ReleaseBucket)
+    );
+    let mut released = b.clone();
+    released.metadata.annotations = Some(
+        [(
+            BUCKETCLAIM_BEING_DELETED_ANNOTATION.to_owned(),
+            String::new(),
+        )]
+        .into(),
+    );
+    assert_eq!(
+        next_step(&observed(c.clone(), Some(released.clone()))),
+        Next::Step(Step::DeleteBucket)
+    );
+    let mut going = released.clone();
+    going.metadata.deletion_timestamp = c.metadata.deletion_timestamp.clone();
+    assert!(matches!(
+        next_step(&observed(c.clone(), Some(going))),
+        Next::Wait(_)
+    ));
+    assert_eq!(
+        next_step(&observed(c.clone(), None)),
+        Next::Step(Step::RemoveFinalizer)
+    );
+    let mut retained = released;
+    retained.spec.deletion_policy = BucketDeletionPolicy::Retain;
+    assert_eq!(
+        next_step(&observed(c, Some(retained))),
+        Next::Step(Step::RemoveFinalizer)
+    );
+}
+
+#[test]
+fn deletion_waits_for_its_accesses_and_marks_not_ready_first() {
+    let mut c = deleting(bound(prepared(true)));
+    if let Some(s) = c.status.as_mut() {
+        s.ready_to_use = true;
+    }
+    let b = ready(bucket_of(&c, Some(UID)));
+    assert_eq!(
+        next_step(&observed(c.clone(), Some(b.clone()))),
+        Next::Step(Step::MarkNotReady)
+    );
+    if let Some(s) = c.status.as_mut() {
+        s.ready_to_use = false;
+    }
+    let mut o = observed(c, Some(b));
+    o.accesses = vec!["reader".into()];
+    assert!(matches!(next_step(&o), Next::Wait(m) if m.contains("BucketAccess reader")));
+}
+
+#[test]
+fn deleting_a_static_claim_leaves_a_bucket_it_never_bound() {
+    let c = deleting(prepared(false));
+    let b = bucket_of(&c, None);
+    assert_eq!(
+        next_step(&observed(c, Some(b))),
+        Next::Step(Step::RemoveFinalizer)
+    );
+}

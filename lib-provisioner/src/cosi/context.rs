@@ -1,0 +1,101 @@
+//! What every COSI reconcile reads: the client, the provisioner, the
+//! driver name, the caches used to map events, and the shared settings.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::Client;
+use kube::runtime::controller::Action;
+use kube::runtime::events::Recorder;
+use kube::runtime::reflector::Store;
+use tracing::debug;
+
+use super::api::BucketAccess;
+use crate::error::Error;
+use crate::leader::{CallLimit, Leadership};
+use crate::metrics::Metrics;
+use crate::provisioner::{ProvisionError, Provisioner};
+use crate::reconcile::Backoffs;
+
+/// Everything the COSI reconcilers share.
+pub(crate) struct CosiContext<P> {
+    /// Writes go through the leader lease gate (as the OBC reconcilers').
+    pub client: Client,
+    pub provisioner: Arc<P>,
+    /// The driver the driver role serves.
+    pub driver: String,
+    /// Whether the binding role runs.
+    pub binding: bool,
+    pub recorder: Recorder,
+    pub metrics: Arc<Metrics>,
+    pub leadership: Option<Arc<Leadership>>,
+    pub provisioner_timeout: Duration,
+    pub backoff: Backoffs,
+    /// BucketAccesses (a claim's deletion waits for those naming it).
+    pub accesses: Store<BucketAccess>,
+    /// Becomes true once every COSI cache has listed.
+    pub synced: tokio::sync::watch::Receiver<bool>,
+}
+
+/// How long a refused object waits before it is looked at again (a class
+/// or Bucket fixed elsewhere may unblock it).
+pub(crate) const REFUSED_RETRY: Duration = Duration::from_secs(300);
+/// How often a settled object is looked at again without any event.
+pub(crate) const RESYNC: Duration = Duration::from_secs(600);
+/// Steps one pass may take; more is a bug.
+pub(crate) const MAX_STEPS: usize = 24;
+
+impl<P> CosiContext<P> {
+    /// `Ok` unless leader election is on and this replica's lease ran out.
+    pub(crate) fn ensure_leading(&self) -> Result<(), Error> {
+        self.leadership.as_ref().map_or(Ok(()), |l| l.check())
+    }
+
+    /// Waits until the COSI caches have listed once.
+    pub(crate) async fn caches_ready(&self) {
+        let mut ready = self.synced.clone();
+        let _ = ready.wait_for(|synced| *synced).await;
+    }
+}
+
+impl<P: Provisioner> CosiContext<P> {
+    /// Runs a provisioner call under the provisioner timeout (cut to what
+    /// is left of the lease), recording its duration and result.
+    pub(crate) async fn timed<T>(
+        &self,
+        operation: &'static str,
+        call: impl Future<Output = Result<T, ProvisionError>>,
+    ) -> Result<T, ProvisionError> {
+        let started = std::time::Instant::now();
+        let limit = CallLimit::of(
+            self.leadership.as_deref(),
+            self.provisioner_timeout,
+            operation,
+        )?;
+        debug!(
+            act = "provisioner-call",
+            operation, "calling the provisioner"
+        );
+        let result = tokio::time::timeout(limit.duration(), call)
+            .await
+            .unwrap_or_else(|_| Err(limit.exceeded(operation)));
+        self.metrics
+            .operation(operation, started.elapsed(), result.is_ok());
+        result
+    }
+}
+
+/// The error policy of every COSI controller: conflicts retry at once,
+/// everything else backs off per object.
+pub(crate) fn error_policy<K, P>(obj: Arc<K>, error: &Error, ctx: Arc<CosiContext<P>>) -> Action
+where
+    K: kube::Resource<DynamicType = ()>,
+{
+    let key = crate::reconcile::backoff_key(obj.as_ref());
+    let delay = match error {
+        Error::Conflict { .. } => Duration::from_millis(200),
+        _ => ctx.backoff.next(&key),
+    };
+    debug!(error = %error, ?delay, "COSI reconcile failed; retrying later");
+    Action::requeue(delay)
+}

@@ -1,0 +1,330 @@
+//! The COSI watches and the three controllers (BucketClaim, Bucket,
+//! BucketAccess), started by [`ControllerBuilder`](crate::ControllerBuilder)
+//! beside the OBC ones: same leader gate, metrics, health and stop signal.
+//!
+//! Caches only map events to objects; every pass reads what it decides on
+//! from the API.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::{BoxFuture, FutureExt};
+use futures::stream::StreamExt;
+use kube::runtime::controller::{Config, Controller};
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::{self, ObjectRef, ReflectHandle, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, ResourceExt};
+use tokio::sync::watch;
+
+use super::api::{Bucket, BucketAccess, BucketAccessClass, BucketClaim, BucketClass};
+use super::context::{CosiContext, error_policy};
+use super::{CosiOptions, access, bucket, claim};
+use crate::controller::wiring::{
+    log_controller_error, stopped, strip_managed_fields, took_over, tracked, watch_backoff,
+    while_leading,
+};
+use crate::leader::Leadership;
+use crate::metrics::Metrics;
+use crate::provisioner::Provisioner;
+use crate::reconcile::Backoffs;
+use crate::server::Health;
+
+/// What the COSI controllers share with the OBC ones.
+pub(crate) struct Shared {
+    pub client: Client,
+    pub metrics: Arc<Metrics>,
+    pub health: Arc<Health>,
+    pub leadership: Option<Arc<Leadership>>,
+    pub provisioner_timeout: Duration,
+    pub backoff: (Duration, Duration),
+    pub concurrency: u16,
+    pub stop: watch::Receiver<bool>,
+    pub leading: watch::Receiver<bool>,
+}
+
+/// One shared watch: its cache, its subscriptions, and the feed that
+/// fills them (polled until the controller stops).
+struct Watched<K: kube::Resource<DynamicType = ()> + Clone + 'static> {
+    store: Store<K>,
+    subs: Vec<ReflectHandle<K>>,
+    feed: BoxFuture<'static, ()>,
+}
+
+fn watched<K>(client: &Client, health: &Arc<Health>, name: &str, subscribers: usize) -> Watched<K>
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let (store, writer) = reflector::store_shared::<K>(256);
+    let subs = (0..subscribers)
+        .filter_map(|_| writer.subscribe())
+        .collect();
+    let feed = watcher(
+        Api::<K>::all(client.clone()),
+        watcher::Config::default().any_semantic(),
+    )
+    .backoff(watch_backoff())
+    .inspect(tracked(health, name))
+    .modify(strip_managed_fields)
+    .reflect_shared(writer)
+    .for_each(|_| async {})
+    .boxed();
+    Watched { store, subs, feed }
+}
+
+/// Starts the COSI controllers; resolves once they and their watches stop.
+pub(crate) fn start<P: Provisioner>(
+    options: CosiOptions,
+    shared: Shared,
+    provisioner: Arc<P>,
+) -> BoxFuture<'static, ()> {
+    let binding = options.binding();
+    let client = &shared.client;
+    let health = &shared.health;
+    // Subscriptions only for the controllers that run: an unread one
+    // would hold its watch back.
+    let mut claims =
+        watched::<BucketClaim>(client, health, "BucketClaim", if binding { 2 } else { 0 });
+    let mut buckets = watched::<Bucket>(client, health, "Bucket", if binding { 3 } else { 2 });
+    let mut accesses =
+        watched::<BucketAccess>(client, health, "BucketAccess", if binding { 2 } else { 1 });
+    let mut classes = watched::<BucketClass>(client, health, "BucketClass", usize::from(binding));
+    let mut access_classes =
+        watched::<BucketAccessClass>(client, health, "BucketAccessClass", usize::from(binding));
+
+    let (synced_tx, synced) = watch::channel(false);
+    let ctx = Arc::new(CosiContext {
+        recorder: Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: format!("cosi-{}", options.driver_name()),
+                instance: std::env::var("POD_NAME").ok(),
+            },
+        ),
+        client: client.clone(),
+        provisioner,
+        driver: options.driver_name().to_owned(),
+        binding,
+        metrics: shared.metrics.clone(),
+        leadership: shared.leadership.clone(),
+        provisioner_timeout: shared.provisioner_timeout,
+        backoff: Backoffs::new(shared.backoff.0, shared.backoff.1),
+        accesses: accesses.store.clone(),
+        synced,
+    });
+    let config = Config::default().concurrency(shared.concurrency);
+    let (stop, leading) = (&shared.stop, &shared.leading);
+    let mut tasks: Vec<BoxFuture<'static, ()>> = Vec::new();
+
+    // Bucket controller (driver role).
+    let (bucket_for, bucket_claims) = (buckets.subs.remove(0), buckets.subs.remove(0));
+    tasks.push(
+        Controller::for_shared_stream(while_leading(bucket_for, leading), buckets.store.clone())
+            .with_config(config.clone())
+            .trigger_backoff(watch_backoff())
+            .reconcile_all_on(took_over(leading.clone()))
+            .graceful_shutdown_on(stopped(stop.clone()))
+            .run(bucket::steps::reconcile, error_policy, ctx.clone())
+            .for_each(|r| async move {
+                if let Err(e) = r {
+                    log_controller_error("Bucket", &e);
+                }
+            })
+            .boxed(),
+    );
+
+    // BucketAccess controller (both roles): its claims and their Buckets
+    // move it along.
+    let access_for = accesses.subs.remove(0);
+    let by_claim = accesses.store.clone();
+    let by_bucket = accesses.store.clone();
+    let by_class = accesses.store.clone();
+    let mut access_ctrl =
+        Controller::for_shared_stream(while_leading(access_for, leading), accesses.store.clone())
+            .with_config(config.clone())
+            .trigger_backoff(watch_backoff())
+            .reconcile_all_on(took_over(leading.clone()))
+            .watches_shared_stream(
+                while_leading(bucket_claims, leading),
+                move |b: Arc<Bucket>| {
+                    let r = &b.spec.bucket_claim_ref;
+                    accesses_naming(&by_bucket, &r.namespace, &r.name)
+                },
+            );
+    if binding {
+        let claim_sub = claims.subs.remove(0);
+        let class_sub = access_classes.subs.remove(0);
+        access_ctrl = access_ctrl
+            .watches_shared_stream(
+                while_leading(claim_sub, leading),
+                move |c: Arc<BucketClaim>| {
+                    accesses_naming(&by_claim, &c.namespace().unwrap_or_default(), &c.name_any())
+                },
+            )
+            .watches_shared_stream(
+                while_leading(class_sub, leading),
+                move |c: Arc<BucketAccessClass>| {
+                    by_class
+                        .state()
+                        .into_iter()
+                        .filter(|a| {
+                            a.spec.bucket_access_class_name == c.name_any()
+                                && a.status.as_ref().is_none_or(|s| s.driver_name.is_none())
+                        })
+                        .map(|a| ObjectRef::from_obj(a.as_ref()))
+                        .collect::<Vec<_>>()
+                },
+            );
+    }
+    tasks.push(
+        access_ctrl
+            .graceful_shutdown_on(stopped(stop.clone()))
+            .run(access::steps::reconcile, error_policy, ctx.clone())
+            .for_each(|r| async move {
+                if let Err(e) = r {
+                    log_controller_error("BucketAccess", &e);
+                }
+            })
+            .boxed(),
+    );
+
+    if binding {
+        tasks.push(claim_controller(
+            &mut claims,
+            &mut buckets,
+            &mut accesses,
+            &mut classes,
+            ctx.clone(),
+            config,
+            (stop.clone(), leading.clone()),
+        ));
+    }
+
+    let ready = {
+        let stores = (
+            claims.store.clone(),
+            buckets.store.clone(),
+            accesses.store.clone(),
+            classes.store.clone(),
+            access_classes.store.clone(),
+        );
+        async move {
+            let _ = stores.0.wait_until_ready().await;
+            let _ = stores.1.wait_until_ready().await;
+            let _ = stores.2.wait_until_ready().await;
+            let _ = stores.3.wait_until_ready().await;
+            let _ = stores.4.wait_until_ready().await;
+            tracing::info!("COSI caches are synced; reconciling");
+            let _ = synced_tx.send(true);
+        }
+    };
+    let feeds = futures::future::join_all([
+        claims.feed,
+        buckets.feed,
+        accesses.feed,
+        classes.feed,
+        access_classes.feed,
+    ]);
+    let mut stop_feeds = shared.stop.clone();
+    async move {
+        tokio::join!(
+            futures::future::join_all(tasks),
+            async {
+                tokio::select! {
+                    _ = feeds => {}
+                    _ = stop_feeds.wait_for(|s| *s) => {}
+                }
+            },
+            ready,
+        );
+    }
+    .boxed()
+}
+
+/// The claim controller (binding role): its Buckets, the BucketAccesses
+/// naming it (a deletion waits for them) and its class move it along.
+fn claim_controller<P: Provisioner>(
+    claims: &mut Watched<BucketClaim>,
+    buckets: &mut Watched<Bucket>,
+    accesses: &mut Watched<BucketAccess>,
+    classes: &mut Watched<BucketClass>,
+    ctx: Arc<CosiContext<P>>,
+    config: Config,
+    (stop, leading): (watch::Receiver<bool>, watch::Receiver<bool>),
+) -> BoxFuture<'static, ()> {
+    let claim_for = claims.subs.remove(0);
+    let bucket_sub = buckets.subs.remove(0);
+    let access_sub = accesses.subs.remove(0);
+    let class_sub = classes.subs.remove(0);
+    let waiting = claims.store.clone();
+    Controller::for_shared_stream(while_leading(claim_for, &leading), claims.store.clone())
+        .with_config(config)
+        .trigger_backoff(watch_backoff())
+        .reconcile_all_on(took_over(leading.clone()))
+        .watches_shared_stream(while_leading(bucket_sub, &leading), |b: Arc<Bucket>| {
+            let r = &b.spec.bucket_claim_ref;
+            Some(ObjectRef::<BucketClaim>::new(&r.name).within(&r.namespace))
+        })
+        .watches_shared_stream(
+            while_leading(access_sub, &leading),
+            |a: Arc<BucketAccess>| {
+                let ns = a.namespace().unwrap_or_default();
+                a.spec
+                    .bucket_claims
+                    .iter()
+                    .map(|c| ObjectRef::<BucketClaim>::new(&c.bucket_claim_name).within(&ns))
+                    .collect::<Vec<_>>()
+            },
+        )
+        .watches_shared_stream(
+            while_leading(class_sub, &leading),
+            move |c: Arc<BucketClass>| {
+                waiting
+                    .state()
+                    .into_iter()
+                    .filter(|claim| {
+                        claim.spec.bucket_class_name.as_deref() == Some(&c.name_any())
+                            && claim
+                                .status
+                                .as_ref()
+                                .is_none_or(|s| s.bound_bucket_name.is_none())
+                    })
+                    .map(|claim| ObjectRef::from_obj(claim.as_ref()))
+                    .collect::<Vec<_>>()
+            },
+        )
+        .graceful_shutdown_on(stopped(stop))
+        .run(claim::steps::reconcile, error_policy, ctx)
+        .for_each(|r| async move {
+            if let Err(e) = r {
+                log_controller_error("BucketClaim", &e);
+            }
+        })
+        .boxed()
+}
+
+/// BucketAccesses in `namespace` naming claim `name`.
+fn accesses_naming(
+    store: &Store<BucketAccess>,
+    namespace: &str,
+    name: &str,
+) -> Vec<ObjectRef<BucketAccess>> {
+    store
+        .state()
+        .into_iter()
+        .filter(|a| {
+            a.namespace().as_deref() == Some(namespace)
+                && a.spec
+                    .bucket_claims
+                    .iter()
+                    .any(|c| c.bucket_claim_name == name)
+        })
+        .map(|a| ObjectRef::from_obj(a.as_ref()))
+        .collect()
+}

@@ -1,0 +1,183 @@
+//! Every Kubernetes write of the COSI controllers, one function each, each
+//! idempotent on its own. Finalizer patches are guarded by
+//! `resourceVersion` (a 409 re-plans), as the OBC writes are.
+
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::{Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::json;
+use tracing::debug;
+
+use super::api::FINALIZER;
+use crate::error::{Error, is_status};
+
+/// Bounds every COSI object type the writes take.
+pub(crate) trait Object:
+    Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + std::fmt::Debug
+{
+}
+impl<K> Object for K where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + std::fmt::Debug
+{
+}
+
+fn logged(action: &'static str, name: &str) {
+    // The marker the replica tests count: every write, failed ones too.
+    debug!(act = "kubernetes-write", action, object = name, "writing");
+}
+
+/// Adds COSI's finalizer.
+pub(crate) async fn add_finalizer<K: Object>(
+    api: &Api<K>,
+    obj: &K,
+    action: &'static str,
+) -> Result<(), Error> {
+    let mut list = obj.finalizers().to_vec();
+    if list.iter().any(|f| f == FINALIZER) {
+        return Ok(());
+    }
+    list.push(FINALIZER.to_owned());
+    patch_finalizers(api, obj, list, action).await
+}
+
+/// Removes COSI's finalizer; gone already is done.
+pub(crate) async fn remove_finalizer<K: Object>(
+    api: &Api<K>,
+    obj: &K,
+    action: &'static str,
+) -> Result<(), Error> {
+    let list: Vec<String> = obj
+        .finalizers()
+        .iter()
+        .filter(|f| *f != FINALIZER)
+        .cloned()
+        .collect();
+    match patch_finalizers(api, obj, list, action).await {
+        Err(Error::Kube { source, .. }) if is_status(&source, 404) => Ok(()),
+        other => other,
+    }
+}
+
+async fn patch_finalizers<K: Object>(
+    api: &Api<K>,
+    obj: &K,
+    list: Vec<String>,
+    action: &'static str,
+) -> Result<(), Error> {
+    let name = obj.name_any();
+    logged(action, &name);
+    let patch =
+        json!({"metadata": {"finalizers": list, "resourceVersion": obj.resource_version()}});
+    api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map(|_| ())
+        .map_err(Error::kube(action))
+}
+
+/// Sets an annotation (merge patch; guarded by resourceVersion).
+pub(crate) async fn annotate<K: Object>(
+    api: &Api<K>,
+    obj: &K,
+    key: &str,
+    value: &str,
+    action: &'static str,
+) -> Result<(), Error> {
+    let name = obj.name_any();
+    logged(action, &name);
+    let patch = json!({"metadata": {"annotations": {key: value}, "resourceVersion": obj.resource_version()}});
+    api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map(|_| ())
+        .map_err(Error::kube(action))
+}
+
+/// A merge patch of `spec` fields, guarded by resourceVersion.
+pub(crate) async fn patch_spec<K: Object>(
+    api: &Api<K>,
+    obj: &K,
+    spec: serde_json::Value,
+    action: &'static str,
+) -> Result<(), Error> {
+    let name = obj.name_any();
+    logged(action, &name);
+    let patch = json!({"metadata": {"resourceVersion": obj.resource_version()}, "spec": spec});
+    api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map(|_| ())
+        .map_err(Error::kube(action))
+}
+
+/// A merge patch of the status subresource.
+pub(crate) async fn patch_status<K: Object>(
+    api: &Api<K>,
+    name: &str,
+    patch: &serde_json::Value,
+    action: &'static str,
+) -> Result<(), Error> {
+    logged(action, name);
+    api.patch_status(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .map(|_| ())
+        .map_err(Error::kube(action))
+}
+
+/// Creates an object; one that exists already is left to the next plan
+/// (which checks whose it is).
+pub(crate) async fn create<K: Object>(
+    api: &Api<K>,
+    obj: &K,
+    action: &'static str,
+) -> Result<(), Error> {
+    logged(action, &obj.name_any());
+    match api.create(&PostParams::default(), obj).await {
+        Ok(_) => Ok(()),
+        Err(e) if is_status(&e, 409) => Ok(()),
+        Err(e) => Err(Error::kube(action)(e)),
+    }
+}
+
+/// Deletes the object of this UID; gone already is done.
+pub(crate) async fn delete<K: Object>(
+    api: &Api<K>,
+    obj: &K,
+    action: &'static str,
+) -> Result<(), Error> {
+    let name = obj.name_any();
+    logged(action, &name);
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: obj.uid(),
+            resource_version: None,
+        }),
+        ..Default::default()
+    };
+    match api.delete(&name, &params).await {
+        Ok(_) => Ok(()),
+        Err(e) if is_status(&e, 404) => Ok(()),
+        Err(e) => Err(Error::kube(action)(e)),
+    }
+}
+
+/// Reads an object; absent is `None`.
+pub(crate) async fn get<K: Object>(
+    api: &Api<K>,
+    name: &str,
+    action: &'static str,
+) -> Result<Option<K>, Error> {
+    api.get_opt(name).await.map_err(Error::kube(action))
+}
+
+/// A merge patch of a whole object (a Secret's data, say).
+pub(crate) async fn patch_raw<K: Object>(
+    api: &Api<K>,
+    name: &str,
+    patch: &serde_json::Value,
+    action: &'static str,
+) -> Result<(), Error> {
+    logged(action, name);
+    api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .map(|_| ())
+        .map_err(Error::kube(action))
+}
