@@ -856,7 +856,7 @@ fn free_port() -> Result<u16> {
 /// deleting the BucketAccess deletes its Secret and deleting the claim
 /// (Delete) deletes the bucket.
 async fn serve_cosi_example(admin: &kube::Client, ns: &str, store: &RustFs) -> Result<()> {
-    use obc_tests::cosi::{Kind, access_keys, api, status_str, wait_ready};
+    use obc_tests::cosi_e2e::{Kind, access_keys, api, status_str, wait_ready};
     let mut names = Vec::new();
     for doc in repo_file("deploy/example-bucketclaim.yaml")?.split("\n---") {
         let mut o: kube::api::DynamicObject = serde_yaml::from_str(doc)?;

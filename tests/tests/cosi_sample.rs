@@ -18,7 +18,7 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
 use kube::{Client, ResourceExt};
 use lib_provisioner::api::{ClaimPhase, ObjectBucketClaim, ObjectBucketClaimSpec};
-use obc_tests::cosi::{
+use obc_tests::cosi_e2e::{
     AccessKeys, COSI_RBAC, DRIVER, Kind, Reach, access_of, access_keys, api, claim_of_class,
     create, install_cosi_crds, reach, status_str, wait_ready,
 };
@@ -243,7 +243,7 @@ async fn the_sample_serves_object_bucket_claims_and_cosi_side_by_side() {
     let rbac = format!("{}\n---\n{}", read("deploy/rbac.yaml"), read(COSI_RBAC));
     let needed: Vec<_> = NEEDED_BUT_NOT_EXERCISED
         .iter()
-        .chain(obc_tests::cosi::COSI_NEEDED_BUT_NOT_EXERCISED)
+        .chain(obc_tests::cosi_e2e::COSI_NEEDED_BUT_NOT_EXERCISED)
         .copied()
         .collect();
     check_rbac_is_exactly_what_is_used(

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use kube::Client;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use obc_tests::cosi::{Kind, api, claim_of_class, create, install_cosi_crds, object};
+use obc_tests::cosi_e2e::{Kind, api, claim_of_class, create, install_cosi_crds, object};
 use obc_tests::rbac::{Subject, allowed};
 use obc_tests::setup::{install_crds, repo_file};
 use obc_tests::testenv::Store;
@@ -134,7 +134,7 @@ async fn editor_uses_claims_and_accesses(alice: &Client) {
     create(alice, Kind::BucketClaim, TEAM, "mine", claim_of_class("sample-s3"))
         .await
         .expect("alice (edit) creates a BucketClaim");
-    let access = obc_tests::cosi::access_of("sample-s3", &[("mine", "ReadWrite", "mine-keys")]);
+    let access = obc_tests::cosi_e2e::access_of("sample-s3", &[("mine", "ReadWrite", "mine-keys")]);
     create(alice, Kind::BucketAccess, TEAM, "mine", access.clone())
         .await
         .expect("alice (edit) creates a BucketAccess");
@@ -186,7 +186,7 @@ async fn viewer_only_reads(victor: &Client) {
         let body = if kind == Kind::BucketClaim {
             claim_of_class("sample-s3")
         } else {
-            obc_tests::cosi::access_of("sample-s3", &[("mine", "ReadOnly", "keys")])
+            obc_tests::cosi_e2e::access_of("sample-s3", &[("mine", "ReadOnly", "keys")])
         };
         let o = object(kind, "viewers", body).expect("object");
         assert!(

@@ -12,7 +12,7 @@ use std::time::Duration;
 use anyhow::{Context as _, Result, ensure};
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::{Client, ResourceExt};
-use obc_tests::cosi::{
+use obc_tests::cosi_e2e::{
     ACCESS_CLASS, CosiSuite, DELETE_CLASS, Kind, RETAIN_CLASS, access_keys, access_of, api,
     claim_of_class, create, ready, status_str,
 };

@@ -23,7 +23,7 @@ use aws_sdk_s3::primitives::ByteStream;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::ResourceExt;
-use obc_tests::cosi::{
+use obc_tests::cosi_e2e::{
     ACCESS_CLASS, AccessKeys, BEING_DELETED, CosiSuite, DELETE_CLASS, DRIVER, Kind,
     MANAGEMENT_OVERRIDE, access_keys, access_of, api, claim_of_class, create, keys_of, reach,
     status_str, wait_ready,
@@ -250,7 +250,7 @@ async fn static_claim_of_the_victims_bucket(
             .await
             .with_context(|| format!("the tenant's static {kind:?} goes"))?;
     }
-    let message = obc_tests::cosi::error_message(&claim);
+    let message = obc_tests::cosi_e2e::error_message(&claim);
     Ok(format!(
         "static claim of the victim's Bucket: bound {bound:?}, error {message:?}; {seen}"
     ))
@@ -271,7 +271,7 @@ async fn secret_created_first(suite: &CosiSuite, summary: &mut Summary) -> Resul
     let users_before = suite.users().await?;
     let access = access_of(ACCESS_CLASS, &[("data", "ReadOnly", "trap-keys")]);
     create(admin, Kind::BucketAccess, TENANT, "trap", access).await?;
-    let message = obc_tests::cosi::wait_error(admin, Kind::BucketAccess, TENANT, "trap", T)
+    let message = obc_tests::cosi_e2e::wait_error(admin, Kind::BucketAccess, TENANT, "trap", T)
         .await
         .unwrap_or_else(|e| format!("(no error reported: {e:#})"));
     tokio::time::sleep(SETTLE).await;
@@ -383,7 +383,7 @@ async fn forged_status_and_annotations(
             .is_ok();
     Ok(format!(
         "forged status: {forged_seen}; forged claim error {:?}, gone after delete {forged_claim_gone}; override access gone {}, its user removed {revoked}",
-        obc_tests::cosi::error_message(&forged_claim),
+        obc_tests::cosi_e2e::error_message(&forged_claim),
         gone.is_ok()
     ))
 }
