@@ -18,6 +18,8 @@
 //! - [`leader`], [`metrics`], [`failpoint`]: operations.
 //! - `conformance` (feature `conformance`): a kit that tests a provisioner
 //!   against the contract on its own store.
+//! - [`cosi`]: Kubernetes COSI; `cosi::grpc` (feature `cosi-grpc`) serves a
+//!   provisioner as a COSI gRPC driver.
 //! - `reconcile` (private): the state machine, as small idempotent steps.
 //! - `writes` (private): every Kubernetes write, one function each.
 

@@ -11,6 +11,9 @@
 //!   so): every claim gets the class's admin credentials, for stores with no
 //!   user API (plain S3, s3s-fs).
 //!
+//! Access by principal (COSI's BucketAccess) has its own user per
+//! principal, in classes of mode `per-claim`: [`per_principal`].
+//!
 //! Another store's user API (Ceph RGW's admin ops, AWS IAM) is one more
 //! implementation: create a user and a policy limited to the bucket in
 //! `issue`, record their names in the returned state, delete them in
@@ -28,6 +31,7 @@ pub use crate::access::{PER_CLAIM_MODE, SHARED_ADMIN_MODE};
 use crate::params::StoreEndpoint;
 
 mod per_claim;
+pub mod per_principal;
 
 pub use per_claim::{
     ACCESS_KEY, POINTS, POLICY_KEY, PerClaimCredentials, USER_KEY, policy_document, policy_name,

@@ -4,7 +4,9 @@
 
 use std::io::IsTerminal;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{ArgAction, Parser, ValueEnum};
@@ -112,18 +114,40 @@ struct Cli {
     #[arg(long, env = "OBC_NO_METRICS")]
     no_metrics: bool,
 
+    /// Also serve as a COSI (objectstorage.k8s.io/v1alpha2) gRPC driver on --cosi-endpoint, for the COSI sidecar: BucketClaims and BucketAccesses get buckets and per-access users on the same stores.
+    #[arg(
+        long,
+        env = "OBC_COSI_DRIVER",
+        value_name = "BOOL",
+        default_value_t = false,
+        action = ArgAction::Set,
+        num_args = 0..=1,
+        default_missing_value = "true"
+    )]
+    cosi_driver: bool,
+
+    /// Where the COSI driver listens: unix://<path>.sock (the socket the COSI sidecar shares).
+    #[arg(
+        long,
+        env = lib_provisioner::cosi::grpc::ENDPOINT_ENV,
+        default_value = lib_provisioner::cosi::grpc::DEFAULT_ENDPOINT,
+        value_name = "unix://PATH.sock",
+        value_parser = cosi_socket
+    )]
+    cosi_endpoint: PathBuf,
+
     /// Log format: `text` for people, `json` (one object per line) for log collectors.
     #[arg(long, env = "OBC_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
 
-    /// Serve COSI (objectstorage.k8s.io/v1alpha2: BucketClaims, BucketAccesses) too: `auto` when the apiserver serves COSI's CRDs (crds/cosi/), `on` (fail without them), `off`.
+    /// Serve COSI (objectstorage.k8s.io/v1alpha2: BucketClaims, BucketAccesses) in-process too: `auto` when the apiserver serves COSI's CRDs (crds/cosi/) and --cosi-driver is off (with it, upstream's controller and sidecar serve the Kubernetes side), `on` (fail without the CRDs), `off`.
     #[arg(long, env = "OBC_COSI", value_enum, default_value_t = CosiArg::Auto, value_name = "MODE")]
     cosi: CosiArg,
 
-    /// COSI driver name: only BucketClasses and BucketAccessClasses whose `driverName` is exactly this are served (dot-separated lower-case labels, at most 63 characters).
+    /// COSI driver name, which BucketClasses and BucketAccessClasses give as driverName: what --cosi serves in-process and what --cosi-driver reports over gRPC (dot-separated lower-case labels, at most 63 characters).
     #[arg(
         long,
-        env = "COSI_DRIVER_NAME",
+        env = "OBC_COSI_DRIVER_NAME",
         default_value = sample_provisioner::serve::DEFAULT_DRIVER_NAME,
         value_name = "NAME"
     )]
@@ -210,7 +234,10 @@ impl Cli {
             return Err("--provisioner-name must not be empty".into());
         }
         self.cosi_options()
-            .map_err(|e| format!("--cosi-driver-name (COSI_DRIVER_NAME): {e}"))?;
+            .map_err(|e| format!("--cosi-driver-name (OBC_COSI_DRIVER_NAME): {e}"))?;
+        if self.cosi == CosiArg::On && self.cosi_driver {
+            return Err("--cosi=on and --cosi-driver both serve COSI's Buckets and BucketAccesses: with the gRPC driver (for upstream's sidecar) use --cosi=off or auto".into());
+        }
         Ok(())
     }
 
@@ -223,6 +250,11 @@ impl Cli {
             options.without_binding()
         })
     }
+}
+
+/// Checks `--cosi-endpoint` as COSI does: unix:// and a path ending in .sock.
+fn cosi_socket(raw: &str) -> Result<PathBuf, String> {
+    lib_provisioner::cosi::grpc::socket_path(raw.trim()).map_err(|e| e.to_string())
 }
 
 /// Checks `--state-bucket` against the S3 bucket naming rules.
@@ -296,16 +328,18 @@ async fn run(cli: Cli) -> Result<(), String> {
         "starting"
     );
 
-    let mut builder = ControllerBuilder::new(
-        cli.provisioner_name.clone(),
+    let provisioner = Arc::new(
         S3Provisioner::new(client.clone())
             .with_state_bucket(cli.state_bucket.clone())
             .with_intent_namespace(cli.lease_namespace.clone()),
-    )
-    .namespaces(namespaces)
-    .concurrency(cli.concurrency)
-    // Greenfield bucket names are held by Leases in our own namespace.
-    .bucket_name_records(cli.lease_namespace.clone());
+    );
+    let (stop, stopping) = tokio::sync::watch::channel(false);
+    let grpc = cosi_driver(&cli, provisioner.clone(), stopping.clone())?;
+    let mut builder = ControllerBuilder::new(cli.provisioner_name.clone(), provisioner)
+        .namespaces(namespaces)
+        .concurrency(cli.concurrency)
+        // Greenfield bucket names are held by Leases in our own namespace.
+        .bucket_name_records(cli.lease_namespace.clone());
     if cli.leader_elect {
         let election = LeaderElection::new(
             cli.lease_namespace.clone(),
@@ -326,7 +360,13 @@ async fn run(cli: Cli) -> Result<(), String> {
         builder = builder.serve_on(cli.metrics_addr);
     }
     let options = cli.cosi_options().map_err(|e| e.to_string())?;
-    let cosi = CosiMode::from(cli.cosi)
+    // The gRPC driver (--cosi-driver) serves upstream's sidecar, which with
+    // upstream's controller serves the Kubernetes side: auto stays off.
+    let mode = match (cli.cosi, cli.cosi_driver) {
+        (CosiArg::Auto, true) => CosiMode::Off,
+        (arg, _) => CosiMode::from(arg),
+    };
+    let cosi = mode
         .resolve(&client, options)
         .await
         .map_err(|e| e.to_string())?;
@@ -340,15 +380,53 @@ async fn run(cli: Cli) -> Result<(), String> {
     }
     let builder = with_cosi(builder, cosi);
 
-    builder
-        .run(client, shutdown_signal())
-        .await
-        .map_err(|e| match e {
-            lib_provisioner::RunError::LostLease(_) => {
-                format!("{e}; exiting so that this replica restarts as a standby")
-            }
-            other => other.to_string(),
-        })
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        let _ = stop.send(true);
+    });
+    let controller = async {
+        builder
+            .run(client, stopped(stopping))
+            .await
+            .map_err(|e| match e {
+                lib_provisioner::RunError::LostLease(_) => {
+                    format!("{e}; exiting so that this replica restarts as a standby")
+                }
+                other => other.to_string(),
+            })
+    };
+    match grpc {
+        Some(grpc) => tokio::try_join!(controller, grpc).map(drop),
+        None => controller.await,
+    }
+}
+
+/// Completes once `stop` says so (or its sender is gone).
+async fn stopped(mut stop: tokio::sync::watch::Receiver<bool>) {
+    let _ = stop.wait_for(|stopped| *stopped).await;
+}
+
+/// With --cosi-driver, the COSI gRPC driver over the same provisioner,
+/// serving until the process stops.
+fn cosi_driver(
+    cli: &Cli,
+    provisioner: Arc<S3Provisioner>,
+    stopping: tokio::sync::watch::Receiver<bool>,
+) -> Result<Option<impl std::future::Future<Output = Result<(), String>>>, String> {
+    use lib_provisioner::cosi::grpc::{CosiDriver, Protocol};
+    if !cli.cosi_driver {
+        return Ok(None);
+    }
+    let driver = CosiDriver::new(provisioner, cli.cosi_driver_name.clone(), [Protocol::S3])
+        .map_err(|e| format!("--cosi-driver-name: {e}"))?;
+    let socket = cli.cosi_endpoint.clone();
+    info!(socket = %socket.display(), driver = %cli.cosi_driver_name, "serving COSI");
+    Ok(Some(async move {
+        driver
+            .serve_with_shutdown(&socket, stopped(stopping))
+            .await
+            .map_err(|e| e.to_string())
+    }))
 }
 
 /// Completes on the first SIGTERM or Ctrl-C; a second one exits at once.
@@ -487,6 +565,28 @@ mod tests {
             .expect_err("a '/' in a driver name");
         assert!(err.contains("--cosi-driver-name"), "{err}");
         assert!(Cli::try_parse_from(["sample-provisioner", "--cosi", "maybe"]).is_err());
+        let both = parse(&["--cosi=on", "--cosi-driver"]).validate();
+        assert!(both.is_err_and(|e| e.contains("--cosi=off")));
+        assert!(parse(&["--cosi-driver"]).validate().is_ok());
+    }
+
+    #[test]
+    fn the_cosi_endpoint_is_a_unix_socket_ending_in_sock() {
+        let cli = parse(&[
+            "--cosi-driver",
+            "--cosi-endpoint",
+            "unix:///run/cosi/driver.sock",
+        ]);
+        assert!(cli.cosi_driver);
+        assert_eq!(cli.cosi_endpoint, PathBuf::from("/run/cosi/driver.sock"));
+        for bad in [
+            "tcp://127.0.0.1:9000",
+            "unix:///run/cosi/driver",
+            "/run/x.sock",
+        ] {
+            let argv = ["sample-provisioner", "--cosi-endpoint", bad];
+            assert!(Cli::try_parse_from(argv).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

@@ -118,7 +118,12 @@ impl ClassParams {
         parameters: &BTreeMap<String, String>,
     ) -> Result<Self, ProvisionError> {
         parse(parameters).map_err(|problem| {
-            ProvisionError::permanent(format!("StorageClass {class:?}: {problem}"))
+            // No class name: a COSI gRPC call, which names no class.
+            let class = match class {
+                "" => "the class's parameters".to_owned(),
+                named => format!("StorageClass {named:?}"),
+            };
+            ProvisionError::permanent(format!("{class}: {problem}"))
         })
     }
 }

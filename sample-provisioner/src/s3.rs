@@ -11,6 +11,7 @@ use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Secret;
 use kube::{Api, Client};
 use lib_provisioner::api::secret_keys::{ACCESS_KEY_ID, SECRET_ACCESS_KEY};
+use lib_provisioner::provisioner::{AccessGrant, AccessRequest, AccessRevocation, BucketInfo};
 use lib_provisioner::{
     BucketAccess, BucketRequest, Credentials, ProvisionError, Provisioner, Revocation,
     RotationRequest, TeardownRequest, UpdateRequest,
@@ -313,6 +314,45 @@ impl S3Provisioner {
     }
 }
 
+impl S3Provisioner {
+    /// Creates `req.bucket_name` for `req.claim` (or finds it made for the
+    /// claim already) and sets its quota: all of provisioning but the
+    /// credentials.
+    async fn make_bucket(
+        &self,
+        req: &BucketRequest,
+    ) -> Result<(Resolved, ClaimOptions), ProvisionError> {
+        if req.bucket_name == self.state_bucket {
+            return Err(reserved(&req.bucket_name).with_nothing_created());
+        }
+        let r = self
+            .resolve(&req.storage_class_name, &req.parameters)
+            .await
+            .map_err(ProvisionError::with_nothing_created)?;
+        // Checked before anything is created: a bad option leaves nothing.
+        let options =
+            claim_options(&r, req, false).map_err(ProvisionError::with_nothing_created)?;
+        let claim = format!("{}/{}", req.claim.namespace, req.claim.name);
+        let owner = Owner {
+            claim_uid: &req.claim.uid,
+            claim: &claim,
+        };
+        // From here on a failure may follow CreateBucket: only the store's
+        // refusals before it say that nothing was created.
+        let how = match r.store.create_owned(&req.bucket_name, &owner).await? {
+            Creation::Created => "created",
+            Creation::Existing => "existed already",
+            Creation::TakenOver(_) => "taken over after an interrupted creation",
+        };
+        info!(bucket = %req.bucket_name, %claim, endpoint = %r.params.endpoint.url, how, "bucket is provisioned");
+        // Set on every attempt: one that died after CreateBucket left none.
+        if let Some(bytes) = options.max_size {
+            self.set_quota(&r, req, bytes).await?;
+        }
+        Ok((r, options))
+    }
+}
+
 fn credential_request(req: &BucketRequest, access: Access) -> CredentialRequest<'_> {
     CredentialRequest {
         bucket: &req.bucket_name,
@@ -384,33 +424,7 @@ impl Provisioner for S3Provisioner {
         if req.reissue {
             return self.reissue(req, false).await;
         }
-        if req.bucket_name == self.state_bucket {
-            return Err(reserved(&req.bucket_name).with_nothing_created());
-        }
-        let r = self
-            .resolve(&req.storage_class_name, &req.parameters)
-            .await
-            .map_err(ProvisionError::with_nothing_created)?;
-        // Checked before anything is created: a bad option leaves nothing.
-        let options =
-            claim_options(&r, req, false).map_err(ProvisionError::with_nothing_created)?;
-        let claim = format!("{}/{}", req.claim.namespace, req.claim.name);
-        let owner = Owner {
-            claim_uid: &req.claim.uid,
-            claim: &claim,
-        };
-        // From here on a failure may follow CreateBucket: only the store's
-        // refusals before it say that nothing was created.
-        let how = match r.store.create_owned(&req.bucket_name, &owner).await? {
-            Creation::Created => "created",
-            Creation::Existing => "existed already",
-            Creation::TakenOver(_) => "taken over after an interrupted creation",
-        };
-        info!(bucket = %req.bucket_name, %claim, endpoint = %r.params.endpoint.url, how, "bucket is provisioned");
-        // Set on every attempt: one that died after CreateBucket left none.
-        if let Some(bytes) = options.max_size {
-            self.set_quota(&r, req, bytes).await?;
-        }
+        let (r, options) = self.make_bucket(req).await?;
         self.issue(&r, req, options.access).await
     }
 
@@ -504,9 +518,31 @@ impl Provisioner for S3Provisioner {
     async fn update(&self, req: &UpdateRequest) -> Result<(), ProvisionError> {
         self.apply_update(req).await
     }
+
+    /// Provisioning without a user: the bucket and its ownership record.
+    async fn create_bucket(&self, req: &BucketRequest) -> Result<BucketInfo, ProvisionError> {
+        self.create_bare_bucket(req).await
+    }
+
+    /// HEADs an administrator's bucket; never creates it.
+    async fn existing_bucket(&self, req: &BucketRequest) -> Result<BucketInfo, ProvisionError> {
+        self.find_existing_bucket(req).await
+    }
+
+    /// One user per principal, each bucket in exactly its mode.
+    async fn grant_access(&self, req: &AccessRequest) -> Result<AccessGrant, ProvisionError> {
+        self.grant_principal(req).await
+    }
+
+    /// Removes the principal's user and policy.
+    async fn revoke_access(&self, req: &AccessRevocation) -> Result<(), ProvisionError> {
+        self.revoke_principal(req).await
+    }
 }
 
 mod after_bind;
+mod buckets;
+mod principal;
 mod reissue;
 
 #[cfg(test)]

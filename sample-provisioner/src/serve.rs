@@ -1,5 +1,6 @@
 //! What the binary serves besides ObjectBucketClaims: Kubernetes COSI
-//! (`objectstorage.k8s.io/v1alpha2`) from the same [`S3Provisioner`], on
+//! (`objectstorage.k8s.io/v1alpha2`) from the same
+//! [`S3Provisioner`](crate::S3Provisioner), on
 //! when COSI's CRDs are installed ([`CosiMode::Auto`], the default), and
 //! how [`with_cosi`] adds it to a [`ControllerBuilder`]. The tests wire the
 //! controller through these functions too, so that they run what the
@@ -19,11 +20,9 @@
 //! # let _ = builder; Ok(()) }
 //! ```
 
-use lib_provisioner::ControllerBuilder;
 use lib_provisioner::cosi::CosiOptions;
 use lib_provisioner::cosi::api::{GROUP, VERSION};
-
-use crate::S3Provisioner;
+use lib_provisioner::{ControllerBuilder, Provisioner};
 
 /// The default COSI driver name: the provisioner name
 /// `objectbucket.io/sample-s3` as COSI spells driver names.
@@ -112,10 +111,10 @@ async fn missing(client: &kube::Client) -> Result<Vec<&'static str>, CosiError> 
 
 /// `builder` serving COSI too, with `cosi`'s driver name and roles; as it
 /// was with `None`.
-pub fn with_cosi(
-    builder: ControllerBuilder<S3Provisioner>,
+pub fn with_cosi<P: Provisioner>(
+    builder: ControllerBuilder<P>,
     cosi: Option<CosiOptions>,
-) -> ControllerBuilder<S3Provisioner> {
+) -> ControllerBuilder<P> {
     match cosi {
         Some(options) => builder.cosi(options),
         None => builder,

@@ -378,7 +378,7 @@ pub const DELETE_CLASS: &str = "cosi-delete";
 pub const RETAIN_CLASS: &str = "cosi-retain";
 /// Environment variable naming the COSI driver of `crash-provisioner`
 /// (unset: COSI off).
-pub const DRIVER_ENV: &str = "OBC_COSI_DRIVER";
+pub const DRIVER_ENV: &str = "OBC_COSI_DRIVER_NAME";
 
 /// The sample provisioner serving COSI on RustFS, as the reliability
 /// suite runs it: CRDs (both APIs), `deploy/`'s namespace and RBAC with

@@ -4,7 +4,9 @@
 //! the tests, the benchmark and the demo share ([`setup`]); the RBAC check
 //! against the audit log ([`rbac`]).
 
+pub mod cosi;
 pub mod cosi_e2e;
+pub mod protogen;
 pub mod rbac;
 pub mod recording;
 pub mod reliability;

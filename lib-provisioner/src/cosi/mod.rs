@@ -25,6 +25,8 @@
 
 mod access;
 pub mod api;
+#[cfg(feature = "cosi-grpc")]
+pub mod grpc;
 mod bucket;
 mod claim;
 mod context;

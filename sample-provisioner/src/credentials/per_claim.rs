@@ -172,7 +172,7 @@ impl PerClaimCredentials {
 }
 
 /// A random secret key of 40 letters and digits.
-fn new_secret() -> String {
+pub(super) fn new_secret() -> String {
     rand::rng()
         .sample_iter(Alphanumeric)
         .take(40)

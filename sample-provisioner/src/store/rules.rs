@@ -6,6 +6,7 @@
 use std::fmt;
 
 use lib_provisioner::ProvisionError;
+use lib_provisioner::provisioner::ErrorReason;
 
 use crate::params::FORCE_DELETE;
 
@@ -118,7 +119,10 @@ impl Refusal {
         if made_for_claim {
             error
         } else {
-            error.with_nothing_created()
+            // Someone else's bucket (COSI answers ALREADY_EXISTS).
+            error
+                .with_nothing_created()
+                .with_reason(ErrorReason::AlreadyExists)
         }
     }
 

@@ -23,7 +23,7 @@
 //! | `OBC_LEASE_DURATION_SECONDS` | `6` | lease duration (renewed every third) |
 //! | `OBC_BACKOFF_MAX_MS` | `2000` | cap of the per-claim retry backoff (the minimum is 100 ms) |
 //! | `OBC_METRICS_ADDR` | unset | serve `/metrics`, `/healthz`, `/readyz` here |
-//! | `OBC_COSI_DRIVER` | unset | serve COSI too, for this driver name (the COSI crash points are `lib_provisioner::cosi::failpoint::POINTS`) |
+//! | `OBC_COSI_DRIVER_NAME` | unset | serve COSI too, for this driver name (the COSI crash points are `lib_provisioner::cosi::failpoint::POINTS`) |
 //! | `OBC_COSI_BINDING` | `true` | `false`: COSI's driver role only |
 //! | `RUST_LOG` | `info` | log filter; logs go to stdout, one line per event, no colours |
 //!
@@ -104,11 +104,11 @@ impl Config {
                     .map_err(|e| format!("OBC_METRICS_ADDR={raw:?} is not ADDR:PORT: {e}"))?,
             ),
         };
-        let cosi = match var("OBC_COSI_DRIVER") {
+        let cosi = match var("OBC_COSI_DRIVER_NAME") {
             None => None,
             Some(driver) => {
                 let options = lib_provisioner::cosi::CosiOptions::new(driver)
-                    .map_err(|e| format!("OBC_COSI_DRIVER: {e}"))?;
+                    .map_err(|e| format!("OBC_COSI_DRIVER_NAME: {e}"))?;
                 Some(if parsed("OBC_COSI_BINDING", true)? {
                     options
                 } else {

@@ -41,7 +41,7 @@ pub struct Launch {
     pub log_level: String,
     /// Claims reconciled at once (the binary's default is 8).
     pub concurrency: Option<u16>,
-    /// More environment variables (`OBC_COSI_DRIVER`, ...).
+    /// More environment variables (`OBC_COSI_DRIVER_NAME`, ...).
     pub env: Vec<(String, String)>,
 }
 
