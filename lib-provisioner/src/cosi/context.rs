@@ -35,6 +35,8 @@ pub(crate) struct CosiContext<P> {
     pub accesses: Store<BucketAccess>,
     /// Becomes true once every COSI cache has listed.
     pub synced: tokio::sync::watch::Receiver<bool>,
+    /// Provisioner refusals standing per object generation.
+    pub refusals: super::refusals::Refusals,
 }
 
 /// How long a refused object waits before it is looked at again (a class
@@ -59,6 +61,27 @@ impl<P> CosiContext<P> {
 }
 
 impl<P: Provisioner> CosiContext<P> {
+    /// A provisioner call for the object of `meta`, unless the provisioner
+    /// refused this generation of it lately (then that refusal again). A
+    /// refusal (not a retryable error) is remembered; a success forgets it.
+    pub(crate) async fn call<T>(
+        &self,
+        meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+        operation: &'static str,
+        call: impl Future<Output = Result<T, ProvisionError>>,
+    ) -> Result<T, ProvisionError> {
+        if let Some(message) = self.refusals.standing(meta) {
+            return Err(ProvisionError::permanent(message));
+        }
+        let result = self.timed(operation, call).await;
+        match &result {
+            Ok(_) => self.refusals.clear(meta),
+            Err(e) if !e.is_retryable() => self.refusals.record(meta, e.message()),
+            Err(_) => {}
+        }
+        result
+    }
+
     /// Runs a provisioner call under the provisioner timeout (cut to what
     /// is left of the lease), recording its duration and result.
     pub(crate) async fn timed<T>(

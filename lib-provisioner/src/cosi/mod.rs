@@ -34,6 +34,7 @@ pub mod failpoint;
 mod keys;
 mod options;
 mod plan;
+mod refusals;
 mod show;
 pub(crate) mod wiring;
 mod writes;

@@ -88,15 +88,19 @@ pub(crate) fn start<P: Provisioner>(
     let client = &shared.client;
     let health = &shared.health;
     // Subscriptions only for the controllers that run: an unread one
-    // would hold its watch back.
-    let mut claims =
-        watched::<BucketClaim>(client, health, "BucketClaim", if binding { 2 } else { 0 });
+    // would hold its watch back. Claims and classes are watched for the
+    // binding role only; without it their watches are never polled (no
+    // request), and are kept out of the health (an idle watch would hide
+    // every other watch failing).
+    let idle = Arc::new(Health::new(Duration::MAX));
+    let bh = if binding { health } else { &idle };
+    let mut claims = watched::<BucketClaim>(client, bh, "BucketClaim", if binding { 2 } else { 0 });
     let mut buckets = watched::<Bucket>(client, health, "Bucket", if binding { 3 } else { 2 });
     let mut accesses =
         watched::<BucketAccess>(client, health, "BucketAccess", if binding { 2 } else { 1 });
-    let mut classes = watched::<BucketClass>(client, health, "BucketClass", usize::from(binding));
+    let mut classes = watched::<BucketClass>(client, bh, "BucketClass", usize::from(binding));
     let mut access_classes =
-        watched::<BucketAccessClass>(client, health, "BucketAccessClass", usize::from(binding));
+        watched::<BucketAccessClass>(client, bh, "BucketAccessClass", usize::from(binding));
 
     let (synced_tx, synced) = watch::channel(false);
     let ctx = Arc::new(CosiContext {
@@ -117,6 +121,7 @@ pub(crate) fn start<P: Provisioner>(
         backoff: Backoffs::new(shared.backoff.0, shared.backoff.1),
         accesses: accesses.store.clone(),
         synced,
+        refusals: Default::default(),
     });
     let config = Config::default().concurrency(shared.concurrency);
     let (stop, leading) = (&shared.stop, &shared.leading);
@@ -207,30 +212,31 @@ pub(crate) fn start<P: Provisioner>(
     }
 
     let ready = {
-        let stores = (
-            claims.store.clone(),
-            buckets.store.clone(),
-            accesses.store.clone(),
-            classes.store.clone(),
-            access_classes.store.clone(),
-        );
+        let (b, a) = (buckets.store.clone(), accesses.store.clone());
+        let binding_stores = binding.then(|| {
+            (
+                claims.store.clone(),
+                classes.store.clone(),
+                access_classes.store.clone(),
+            )
+        });
         async move {
-            let _ = stores.0.wait_until_ready().await;
-            let _ = stores.1.wait_until_ready().await;
-            let _ = stores.2.wait_until_ready().await;
-            let _ = stores.3.wait_until_ready().await;
-            let _ = stores.4.wait_until_ready().await;
+            let _ = b.wait_until_ready().await;
+            let _ = a.wait_until_ready().await;
+            if let Some((c, bc, ac)) = binding_stores {
+                let _ = c.wait_until_ready().await;
+                let _ = bc.wait_until_ready().await;
+                let _ = ac.wait_until_ready().await;
+            }
             tracing::info!("COSI caches are synced; reconciling");
             let _ = synced_tx.send(true);
         }
     };
-    let feeds = futures::future::join_all([
-        claims.feed,
-        buckets.feed,
-        accesses.feed,
-        classes.feed,
-        access_classes.feed,
-    ]);
+    let mut feeds = vec![buckets.feed, accesses.feed];
+    if binding {
+        feeds.extend([claims.feed, classes.feed, access_classes.feed]);
+    }
+    let feeds = futures::future::join_all(feeds);
     let mut stop_feeds = shared.stop.clone();
     async move {
         tokio::join!(

@@ -127,7 +127,8 @@ async fn execute<P: Provisioner>(
         }
         Step::Grant => {
             match ctx
-                .timed(
+                .call(
+                    &a.metadata,
                     "grant_access",
                     ctx.provisioner.grant_access(&access_request(a)),
                 )
@@ -185,7 +186,8 @@ async fn execute<P: Provisioner>(
                 .await?;
         }
         Step::Revoke => match ctx
-            .timed(
+            .call(
+                &a.metadata,
                 "revoke_access",
                 ctx.provisioner.revoke_access(&revocation(a)),
             )

@@ -116,7 +116,11 @@ async fn execute<P: Provisioner>(
         Step::Create => {
             let req = request(b, b.name_any());
             let result = ctx
-                .timed("create_bucket", ctx.provisioner.create_bucket(&req))
+                .call(
+                    &b.metadata,
+                    "create_bucket",
+                    ctx.provisioner.create_bucket(&req),
+                )
                 .await;
             return Ok(match result {
                 Ok(info) => {
@@ -132,7 +136,8 @@ async fn execute<P: Provisioner>(
         Step::LookUp => {
             let id = b.spec.existing_bucket_id.clone().unwrap_or_default();
             let result = ctx
-                .timed(
+                .call(
+                    &b.metadata,
                     "existing_bucket",
                     ctx.provisioner.existing_bucket(&request(b, id)),
                 )
@@ -179,7 +184,10 @@ async fn execute<P: Provisioner>(
                 req = req.provisioned_as(b.name_any());
             }
             return Ok(
-                match ctx.timed("delete", ctx.provisioner.delete(&req)).await {
+                match ctx
+                    .call(&b.metadata, "delete", ctx.provisioner.delete(&req))
+                    .await
+                {
                     Ok(()) => {
                         failpoint::hit("cosi-after-bucket-deleted");
                         Outcome::Deleted

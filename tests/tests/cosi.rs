@@ -1,0 +1,669 @@
+//! COSI (`objectstorage.k8s.io/v1alpha2`) from the library's controller on
+//! a real kube-apiserver, with the recording COSI provisioner: claims to
+//! ready Buckets (dynamic and static), access Secrets with the modes passed
+//! through, refusals shown on the user's objects, and deletion by policy.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, DeleteParams, PostParams};
+use kube::{Client, ResourceExt};
+use lib_provisioner::ControllerBuilder;
+use lib_provisioner::cosi::CosiOptions;
+use lib_provisioner::cosi::api::*;
+use obc_tests::cosi::{CosiCall, CosiRecorder, DRIVER, ENDPOINT, install_cosi_crds};
+use obc_tests::recording::{PROVISIONER, RunningController, events_for, wait_gone};
+use obc_tests::setup::start_with_crds;
+use obc_tests::{TestEnv, wait_for};
+
+const T: Duration = Duration::from_secs(30);
+
+async fn setup() -> (TestEnv, Client) {
+    let env = start_with_crds()
+        .await
+        .expect("test environment starts with the OBC CRDs");
+    install_cosi_crds(&env).await.expect("COSI CRDs install");
+    let client = env.admin_client();
+    (env, client)
+}
+
+fn start(client: &Client, recorder: &CosiRecorder) -> RunningController {
+    let options = CosiOptions::new(DRIVER).expect("driver name");
+    RunningController::start_with(
+        client.clone(),
+        ControllerBuilder::new(PROVISIONER, recorder.clone()).cosi(options),
+    )
+}
+
+async fn bucket_class(client: &Client, name: &str, policy: BucketDeletionPolicy) {
+    let class = BucketClass::new(
+        name,
+        BucketClassSpec {
+            driver_name: DRIVER.into(),
+            deletion_policy: policy,
+            parameters: Some(BTreeMap::from([("tier".into(), "gold".into())])),
+        },
+    );
+    Api::<BucketClass>::all(client.clone())
+        .create(&PostParams::default(), &class)
+        .await
+        .expect("BucketClass");
+}
+
+async fn access_class(client: &Client, name: &str, edit: impl FnOnce(&mut BucketAccessClassSpec)) {
+    let mut spec = BucketAccessClassSpec {
+        driver_name: DRIVER.into(),
+        authentication_type: AuthenticationType::Key,
+        parameters: None,
+        disallowed_bucket_access_modes: None,
+        multi_bucket_access: None,
+    };
+    edit(&mut spec);
+    Api::<BucketAccessClass>::all(client.clone())
+        .create(&PostParams::default(), &BucketAccessClass::new(name, spec))
+        .await
+        .expect("BucketAccessClass");
+}
+
+async fn claim(client: &Client, ns: &str, name: &str, spec: BucketClaimSpec) -> BucketClaim {
+    Api::<BucketClaim>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &BucketClaim::new(name, spec))
+        .await
+        .expect("BucketClaim")
+}
+
+fn dynamic(class: &str) -> BucketClaimSpec {
+    BucketClaimSpec {
+        bucket_class_name: Some(class.into()),
+        protocols: Some(vec![ObjectProtocol::S3]),
+        ..Default::default()
+    }
+}
+
+async fn wait_claim_ready(client: &Client, ns: &str, name: &str) -> BucketClaim {
+    let api = Api::<BucketClaim>::namespaced(client.clone(), ns);
+    wait_for(
+        T,
+        format!("BucketClaim {ns}/{name} to be ready"),
+        || async {
+            Ok(api
+                .get_opt(name)
+                .await?
+                .filter(|c| c.status.as_ref().is_some_and(|s| s.ready_to_use)))
+        },
+    )
+    .await
+    .expect("claim ready")
+}
+
+async fn access(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    class: &str,
+    claims: &[(&str, BucketAccessMode)],
+) -> BucketAccess {
+    let spec = BucketAccessSpec {
+        bucket_claims: claims
+            .iter()
+            .map(|(c, m)| BucketClaimAccess {
+                bucket_claim_name: (*c).into(),
+                access_mode: *m,
+                access_secret_name: format!("{name}-{c}"),
+            })
+            .collect(),
+        bucket_access_class_name: class.into(),
+        protocol: ObjectProtocol::S3,
+        service_account_name: None,
+    };
+    Api::<BucketAccess>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &BucketAccess::new(name, spec))
+        .await
+        .expect("BucketAccess")
+}
+
+async fn wait_access(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    what: &str,
+    f: impl Fn(&BucketAccessStatus) -> bool,
+) -> BucketAccess {
+    let api = Api::<BucketAccess>::namespaced(client.clone(), ns);
+    let result = wait_for(T, format!("BucketAccess {ns}/{name}: {what}"), || async {
+        Ok(api
+            .get_opt(name)
+            .await?
+            .filter(|a| a.status.as_ref().is_some_and(&f)))
+    })
+    .await;
+    match result {
+        Ok(a) => a,
+        Err(e) => {
+            let now = api.get_opt(name).await.ok().flatten();
+            panic!(
+                "{e:#}; the BucketAccess is {:?}",
+                now.and_then(|a| a.status)
+            )
+        }
+    }
+}
+
+fn error_of(status: &BucketAccessStatus) -> String {
+    status
+        .error
+        .as_ref()
+        .and_then(|e| e.message.clone())
+        .unwrap_or_default()
+}
+
+async fn secret_data(client: &Client, ns: &str, name: &str) -> BTreeMap<String, String> {
+    let secret = Api::<Secret>::namespaced(client.clone(), ns)
+        .get(name)
+        .await
+        .expect("access Secret");
+    secret
+        .data
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(k, v)| (k, String::from_utf8(v.0).expect("utf-8")))
+        .collect()
+}
+
+fn creates(recorder: &CosiRecorder) -> usize {
+    recorder
+        .calls()
+        .iter()
+        .filter(|c| matches!(c, CosiCall::CreateBucket(_)))
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn claims_get_ready_buckets_and_deletion_follows_the_policy() {
+    let (env, client) = setup().await;
+    let ns = "cosi-claims";
+    env.ensure_namespace(ns).await.expect("namespace");
+    let recorder = CosiRecorder::new();
+    let controller = start(&client, &recorder);
+    bucket_class(&client, "gold", BucketDeletionPolicy::Delete).await;
+    bucket_class(&client, "keep", BucketDeletionPolicy::Retain).await;
+
+    // Dynamic: one Bucket bc-<uid>, one create_bucket call.
+    let photos = claim(&client, ns, "photos", dynamic("gold")).await;
+    let uid = photos.uid().expect("uid");
+    let ready = wait_claim_ready(&client, ns, "photos").await;
+    let status = ready.status.expect("status");
+    assert_eq!(status.bound_bucket_name, Some(format!("bc-{uid}")));
+    assert_eq!(status.protocols, Some(vec![ObjectProtocol::S3]));
+    assert!(status.error.is_none());
+    let buckets = Api::<Bucket>::all(client.clone());
+    let bucket = buckets
+        .get(&format!("bc-{uid}"))
+        .await
+        .expect("the claim's Bucket");
+    assert_eq!(
+        bucket.spec.bucket_claim_ref.uid.as_deref(),
+        Some(uid.as_str())
+    );
+    assert_eq!(
+        bucket.spec.parameters.as_ref().map(|p| p["tier"].as_str()),
+        Some("gold")
+    );
+    assert!(bucket.finalizers().contains(&FINALIZER.to_owned()));
+    let bs = bucket.status.expect("Bucket status");
+    assert_eq!(bs.bucket_id, Some(format!("bc-{uid}")));
+    let info = bs.bucket_info.expect("bucketInfo");
+    assert_eq!(info[secret_keys::S3_ENDPOINT], ENDPOINT);
+    assert_eq!(info[secret_keys::S3_BUCKET_ID], format!("bc-{uid}"));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        creates(&recorder),
+        1,
+        "one create_bucket for one Bucket: {:?}",
+        recorder.calls()
+    );
+
+    // Static: an administrator's Bucket reserved for a claim by name.
+    recorder.add_existing("legacy-photos");
+    let static_bucket = Bucket::new(
+        "legacy-1",
+        BucketSpec {
+            driver_name: DRIVER.into(),
+            deletion_policy: BucketDeletionPolicy::Retain,
+            parameters: None,
+            protocols: None,
+            bucket_claim_ref: BucketClaimReference {
+                name: "legacy".into(),
+                namespace: ns.into(),
+                uid: None,
+            },
+            existing_bucket_id: Some("legacy-photos".into()),
+        },
+    );
+    buckets
+        .create(&PostParams::default(), &static_bucket)
+        .await
+        .expect("static Bucket");
+    let legacy = claim(
+        &client,
+        ns,
+        "legacy",
+        BucketClaimSpec {
+            existing_bucket_name: Some("legacy-1".into()),
+            ..Default::default()
+        },
+    )
+    .await;
+    let ready = wait_claim_ready(&client, ns, "legacy").await;
+    assert_eq!(
+        ready.status.and_then(|s| s.bound_bucket_name).as_deref(),
+        Some("legacy-1")
+    );
+    let bound = buckets.get("legacy-1").await.expect("static Bucket");
+    assert_eq!(
+        bound.spec.bucket_claim_ref.uid,
+        legacy.uid(),
+        "bound by UID"
+    );
+    assert_eq!(
+        bound.status.and_then(|s| s.bucket_id).as_deref(),
+        Some("legacy-photos")
+    );
+    assert!(
+        recorder
+            .calls()
+            .contains(&CosiCall::ExistingBucket("legacy-photos".into()))
+    );
+    assert_eq!(creates(&recorder), 1, "a static Bucket is never created");
+
+    // A claim naming a static Bucket reserved for another claim is refused.
+    claim(
+        &client,
+        ns,
+        "thief",
+        BucketClaimSpec {
+            existing_bucket_name: Some("legacy-1".into()),
+            ..Default::default()
+        },
+    )
+    .await;
+    let claims = Api::<BucketClaim>::namespaced(client.clone(), ns);
+    wait_for(T, "the thief's refusal", || async {
+        let c = claims.get("thief").await?;
+        Ok(c.status
+            .and_then(|s| s.error)
+            .and_then(|e| e.message)
+            .filter(|m| m.contains("reserved for claim cosi-claims/legacy")))
+    })
+    .await
+    .expect("refused");
+    assert!(
+        events_for(&client, ns, "thief")
+            .await
+            .iter()
+            .any(|(r, n)| r == "Refused" && n.contains("reserved for claim"))
+    );
+
+    // Delete: the bucket is deleted, then the Bucket and the claim go.
+    claims
+        .delete("photos", &DeleteParams::default())
+        .await
+        .expect("delete claim");
+    wait_gone(&claims, "photos", T).await.expect("claim gone");
+    wait_gone(&buckets, &format!("bc-{uid}"), T)
+        .await
+        .expect("Bucket gone");
+    assert!(
+        recorder
+            .calls()
+            .contains(&CosiCall::Delete(format!("bc-{uid}")))
+    );
+    assert!(
+        recorder.state().buckets.is_empty(),
+        "the bucket is deleted in the store"
+    );
+
+    // Retain: the claim goes, the Bucket and the bucket stay, released.
+    let kept = claim(&client, ns, "kept", dynamic("keep")).await;
+    wait_claim_ready(&client, ns, "kept").await;
+    claims
+        .delete("kept", &DeleteParams::default())
+        .await
+        .expect("delete claim");
+    wait_gone(&claims, "kept", T).await.expect("claim gone");
+    let kept_name = format!("bc-{}", kept.uid().expect("uid"));
+    let retained = buckets
+        .get(&kept_name)
+        .await
+        .expect("the Bucket is retained");
+    assert!(
+        retained
+            .annotations()
+            .contains_key(BUCKETCLAIM_BEING_DELETED_ANNOTATION)
+    );
+    assert!(
+        recorder.state().buckets.contains_key(&kept_name),
+        "the bucket is kept"
+    );
+    assert!(!recorder.calls().contains(&CosiCall::Delete(kept_name)));
+    controller.stop().await.expect("controller stops");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn accesses_get_secrets_in_their_modes_and_are_revoked_on_deletion() {
+    let (env, client) = setup().await;
+    let ns = "cosi-access";
+    env.ensure_namespace(ns).await.expect("namespace");
+    let recorder = CosiRecorder::new();
+    let controller = start(&client, &recorder);
+    bucket_class(&client, "gold", BucketDeletionPolicy::Delete).await;
+    access_class(&client, "multi", |s| {
+        s.multi_bucket_access = Some(MultiBucketAccess::MultipleBuckets)
+    })
+    .await;
+    let photos = claim(&client, ns, "photos", dynamic("gold")).await;
+    let logs = claim(&client, ns, "logs", dynamic("gold")).await;
+    wait_claim_ready(&client, ns, "photos").await;
+    wait_claim_ready(&client, ns, "logs").await;
+    let photos_bucket = format!("bc-{}", photos.uid().expect("uid"));
+    let logs_bucket = format!("bc-{}", logs.uid().expect("uid"));
+
+    let rw = access(
+        &client,
+        ns,
+        "writer",
+        "multi",
+        &[("photos", BucketAccessMode::ReadWrite)],
+    )
+    .await;
+    let ready = wait_access(&client, ns, "writer", "ready", |s| s.ready_to_use).await;
+    let account = format!("ba-{}", rw.uid().expect("uid"));
+    let status = ready.status.expect("status");
+    assert_eq!(status.account_id.as_deref(), Some(account.as_str()));
+    assert_eq!(status.driver_name.as_deref(), Some(DRIVER));
+    let data = secret_data(&client, ns, "writer-photos").await;
+    assert_eq!(data[secret_keys::S3_BUCKET_ID], photos_bucket);
+    assert_eq!(data[secret_keys::S3_ENDPOINT], ENDPOINT);
+    assert_eq!(data[secret_keys::S3_ACCESS_KEY_ID], format!("AK-{account}"));
+    assert_eq!(
+        data[secret_keys::S3_ACCESS_SECRET_KEY],
+        format!("SK-{account}")
+    );
+    assert!(!data[secret_keys::S3_REGION].is_empty());
+    assert_eq!(data[secret_keys::S3_ADDRESSING_STYLE], "path");
+    let secret = Api::<Secret>::namespaced(client.clone(), ns)
+        .get("writer-photos")
+        .await
+        .expect("Secret");
+    let owner = secret.owner_references().first().cloned().expect("owner");
+    assert_eq!(
+        (owner.uid, owner.controller),
+        (rw.uid().expect("uid"), Some(true))
+    );
+    assert!(secret.finalizers().contains(&FINALIZER.to_owned()));
+
+    // ReadOnly on one bucket, ReadWrite on the other: each mode passed on.
+    let ro = access(
+        &client,
+        ns,
+        "reader",
+        "multi",
+        &[
+            ("photos", BucketAccessMode::ReadOnly),
+            ("logs", BucketAccessMode::ReadWrite),
+        ],
+    )
+    .await;
+    wait_access(&client, ns, "reader", "ready", |s| s.ready_to_use).await;
+    let reader_account = format!("ba-{}", ro.uid().expect("uid"));
+    let grant = recorder
+        .calls()
+        .into_iter()
+        .find(|c| matches!(c, CosiCall::GrantAccess(a, _) if *a == reader_account))
+        .expect("grant_access for the reader");
+    assert_eq!(
+        grant,
+        CosiCall::GrantAccess(
+            reader_account.clone(),
+            vec![
+                (photos_bucket.clone(), "ReadOnly".into()),
+                (logs_bucket.clone(), "ReadWrite".into())
+            ]
+        )
+    );
+    assert_eq!(
+        secret_data(&client, ns, "reader-logs").await[secret_keys::S3_BUCKET_ID],
+        logs_bucket
+    );
+    assert_eq!(
+        secret_data(&client, ns, "reader-photos").await[secret_keys::S3_ACCESS_KEY_ID],
+        secret_data(&client, ns, "reader-logs").await[secret_keys::S3_ACCESS_KEY_ID],
+        "one credential for both buckets"
+    );
+
+    // Deletion: Secrets deleted, access revoked, then the BucketAccess goes.
+    let accesses = Api::<BucketAccess>::namespaced(client.clone(), ns);
+    let secrets = Api::<Secret>::namespaced(client.clone(), ns);
+    accesses
+        .delete("reader", &DeleteParams::default())
+        .await
+        .expect("delete");
+    wait_gone(&accesses, "reader", T)
+        .await
+        .expect("BucketAccess gone");
+    wait_gone(&secrets, "reader-photos", T)
+        .await
+        .expect("Secret gone");
+    wait_gone(&secrets, "reader-logs", T)
+        .await
+        .expect("Secret gone");
+    assert!(
+        recorder
+            .calls()
+            .contains(&CosiCall::RevokeAccess(reader_account.clone()))
+    );
+    assert!(!recorder.state().accounts.contains_key(&reader_account));
+    assert!(
+        recorder.state().accounts.contains_key(&account),
+        "the writer keeps its access"
+    );
+
+    // A claim's deletion waits for the BucketAccess still naming it.
+    let claims = Api::<BucketClaim>::namespaced(client.clone(), ns);
+    claims
+        .delete("photos", &DeleteParams::default())
+        .await
+        .expect("delete claim");
+    wait_for(T, "the claim to wait for its BucketAccess", || async {
+        let c = claims.get("photos").await?;
+        Ok(c.status
+            .and_then(|s| s.error)
+            .and_then(|e| e.message)
+            .filter(|m| m.contains("BucketAccess writer still uses this claim")))
+    })
+    .await
+    .expect("waits");
+    assert!(
+        recorder.state().buckets.contains_key(&photos_bucket),
+        "nothing deleted under a live access"
+    );
+    accesses
+        .delete("writer", &DeleteParams::default())
+        .await
+        .expect("delete");
+    wait_gone(&claims, "photos", T)
+        .await
+        .expect("claim gone after its access");
+    assert!(!recorder.state().buckets.contains_key(&photos_bucket));
+    let revoked_before_deleted = recorder
+        .calls()
+        .iter()
+        .position(|c| *c == CosiCall::RevokeAccess(account.clone()))
+        < recorder
+            .calls()
+            .iter()
+            .position(|c| *c == CosiCall::Delete(photos_bucket.clone()));
+    assert!(
+        revoked_before_deleted,
+        "access revoked before the bucket is deleted: {:?}",
+        recorder.calls()
+    );
+    controller.stop().await.expect("controller stops");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn refusals_are_shown_on_the_users_objects() {
+    let (env, client) = setup().await;
+    let ns = "cosi-refusals";
+    let other = "cosi-other";
+    env.ensure_namespace(ns).await.expect("namespace");
+    env.ensure_namespace(other).await.expect("namespace");
+    let recorder = CosiRecorder::new().single_bucket();
+    let controller = start(&client, &recorder);
+    bucket_class(&client, "gold", BucketDeletionPolicy::Delete).await;
+    access_class(&client, "no-write-only", |s| {
+        s.disallowed_bucket_access_modes = Some(vec![BucketAccessMode::WriteOnly])
+    })
+    .await;
+    access_class(&client, "single", |_| {}).await;
+    access_class(&client, "multi", |s| {
+        s.multi_bucket_access = Some(MultiBucketAccess::MultipleBuckets)
+    })
+    .await;
+    claim(&client, ns, "photos", dynamic("gold")).await;
+    claim(&client, ns, "logs", dynamic("gold")).await;
+    wait_claim_ready(&client, ns, "photos").await;
+    wait_claim_ready(&client, ns, "logs").await;
+
+    let refused = |m: &'static str| move |s: &BucketAccessStatus| error_of(s).contains(m);
+    let checks: [(&str, &str, Vec<(&str, BucketAccessMode)>, &'static str); 4] = [
+        (
+            "wo",
+            "no-write-only",
+            vec![("photos", BucketAccessMode::WriteOnly)],
+            "does not allow access mode WriteOnly",
+        ),
+        (
+            "two-single",
+            "single",
+            vec![
+                ("photos", BucketAccessMode::ReadWrite),
+                ("logs", BucketAccessMode::ReadWrite),
+            ],
+            "allows one bucket per BucketAccess",
+        ),
+        // The class allows it; the store cannot: its error reaches the user.
+        (
+            "two-store",
+            "multi",
+            vec![
+                ("photos", BucketAccessMode::ReadWrite),
+                ("logs", BucketAccessMode::ReadWrite),
+            ],
+            "one credential access to one bucket only",
+        ),
+        // The class allows WriteOnly; the store cannot give it.
+        (
+            "wo-store",
+            "single",
+            vec![("photos", BucketAccessMode::WriteOnly)],
+            "cannot grant WriteOnly",
+        ),
+    ];
+    for (name, class, claims, message) in checks {
+        access(&client, ns, name, class, &claims).await;
+        let a = wait_access(&client, ns, name, message, refused(message)).await;
+        let status = a.status.expect("status");
+        assert!(!status.ready_to_use);
+        assert!(
+            status.error.and_then(|e| e.time).is_some(),
+            "{name}: the error has its time"
+        );
+        let events = events_for(&client, ns, name).await;
+        assert!(
+            events
+                .iter()
+                .any(|(r, n)| r == "Refused" && n.contains(message)),
+            "{name}: {events:?}"
+        );
+        assert!(
+            Api::<Secret>::namespaced(client.clone(), ns)
+                .get_opt(&format!("{name}-photos"))
+                .await
+                .expect("get")
+                .is_none()
+                || class == "multi"
+                || name == "wo-store",
+            "{name}: no Secret for a refusal the binding role made"
+        );
+    }
+    let granted: Vec<_> = recorder
+        .calls()
+        .into_iter()
+        .filter(|c| matches!(c, CosiCall::GrantAccess(..)))
+        .collect();
+    assert_eq!(
+        granted.len(),
+        2,
+        "only the two the store refused reached it: {granted:?}"
+    );
+    assert!(recorder.state().accounts.is_empty(), "nothing granted");
+
+    // A BucketAccess names claims of its own namespace only: "photos" in
+    // another namespace is not this one's.
+    access(
+        &client,
+        other,
+        "stranger",
+        "single",
+        &[("photos", BucketAccessMode::ReadWrite)],
+    )
+    .await;
+    wait_access(
+        &client,
+        other,
+        "stranger",
+        "waits for a claim of its own namespace",
+        refused("BucketClaim photos does not exist in namespace cosi-other"),
+    )
+    .await;
+
+    // A Secret that is not the BucketAccess's is never taken over.
+    let foreign = Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some("squat-photos".into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    Api::<Secret>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &foreign)
+        .await
+        .expect("foreign Secret");
+    access(
+        &client,
+        ns,
+        "squat",
+        "single",
+        &[("photos", BucketAccessMode::ReadWrite)],
+    )
+    .await;
+    wait_access(
+        &client,
+        ns,
+        "squat",
+        "refuses the foreign Secret",
+        refused("Secret squat-photos exists and does not belong to this BucketAccess"),
+    )
+    .await;
+    let kept = Api::<Secret>::namespaced(client.clone(), ns)
+        .get("squat-photos")
+        .await
+        .expect("kept");
+    assert!(
+        kept.data.is_none() && kept.owner_references().is_empty(),
+        "the foreign Secret is untouched"
+    );
+    controller.stop().await.expect("controller stops");
+}
