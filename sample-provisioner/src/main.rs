@@ -376,7 +376,9 @@ async fn run(cli: Cli) -> Result<(), String> {
             binding = o.binding(),
             "serving COSI (objectstorage.k8s.io/v1alpha2) too"
         ),
-        None => info!(mode = ?cli.cosi, "not serving COSI (--cosi=on serves it; its CRDs are in crds/cosi/)"),
+        None => {
+            info!(mode = ?cli.cosi, "not serving COSI (--cosi=on serves it; its CRDs are in crds/cosi/)")
+        }
     }
     let builder = with_cosi(builder, cosi);
 
@@ -550,7 +552,12 @@ mod tests {
         let options = cli.cosi_options().expect("default driver");
         assert_eq!(options.driver_name(), "sample-s3.objectbucket.io");
         assert!(options.binding());
-        let cli = parse(&["--cosi=off", "--cosi-binding=false", "--cosi-driver-name", "s3.example.com"]);
+        let cli = parse(&[
+            "--cosi=off",
+            "--cosi-binding=false",
+            "--cosi-driver-name",
+            "s3.example.com",
+        ]);
         assert_eq!(CosiMode::from(cli.cosi), CosiMode::Off);
         let options = cli.cosi_options().expect("driver");
         assert_eq!(options.driver_name(), "s3.example.com");

@@ -193,13 +193,17 @@ pub async fn wait_ready(
     timeout: Duration,
 ) -> Result<DynamicObject> {
     let api = api(client, kind, ns);
-    let got = wait_for(timeout, format!("{kind:?} {ns}/{name} to be readyToUse"), || {
-        let api = api.clone();
-        async move {
-            let o = api.get(name).await?;
-            Ok(ready(&o).then_some(o))
-        }
-    })
+    let got = wait_for(
+        timeout,
+        format!("{kind:?} {ns}/{name} to be readyToUse"),
+        || {
+            let api = api.clone();
+            async move {
+                let o = api.get(name).await?;
+                Ok(ready(&o).then_some(o))
+            }
+        },
+    )
     .await;
     match got {
         Ok(o) => Ok(o),
@@ -220,14 +224,18 @@ pub async fn wait_error(
     timeout: Duration,
 ) -> Result<String> {
     let api = api(client, kind, ns);
-    wait_for(timeout, format!("{kind:?} {ns}/{name} to report an error"), || {
-        let api = api.clone();
-        async move {
-            let o = api.get(name).await?;
-            let m = error_message(&o);
-            Ok((!m.is_empty()).then_some(m))
-        }
-    })
+    wait_for(
+        timeout,
+        format!("{kind:?} {ns}/{name} to report an error"),
+        || {
+            let api = api.clone();
+            async move {
+                let o = api.get(name).await?;
+                let m = error_message(&o);
+                Ok((!m.is_empty()).then_some(m))
+            }
+        },
+    )
     .await
 }
 
@@ -317,7 +325,13 @@ pub async fn reach(
 ) -> Reach {
     use aws_sdk_s3::primitives::ByteStream;
     let list = s3.list_objects_v2().bucket(bucket).send().await.is_ok();
-    let read = s3.get_object().bucket(bucket).key(probe).send().await.is_ok();
+    let read = s3
+        .get_object()
+        .bucket(bucket)
+        .key(probe)
+        .send()
+        .await
+        .is_ok();
     let write = s3
         .put_object()
         .bucket(bucket)
@@ -433,7 +447,8 @@ impl CosiSuite {
             (DELETE_CLASS, "Delete", delete_params),
             (RETAIN_CLASS, "Retain", params.clone()),
         ] {
-            let spec = json!({"driverName": DRIVER, "deletionPolicy": policy, "parameters": params});
+            let spec =
+                json!({"driverName": DRIVER, "deletionPolicy": policy, "parameters": params});
             create(&admin, Kind::BucketClass, "", name, json!({"spec": spec})).await?;
         }
         let spec = json!({"driverName": DRIVER, "authenticationType": "Key", "parameters": params});

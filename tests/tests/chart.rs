@@ -186,7 +186,12 @@ fn the_chart_lints_in_every_mode() {
         "http://s3.storage.svc:9000"
     );
     assert_eq!(class["spec"]["parameters"]["forceDelete"], "true");
-    let args = deployment(&docs).spec.template.spec.expect("pod").containers[0]
+    let args = deployment(&docs)
+        .spec
+        .template
+        .spec
+        .expect("pod")
+        .containers[0]
         .args
         .clone()
         .unwrap_or_default();
@@ -258,7 +263,11 @@ fn files_in(dir: &std::path::Path, what: &str) -> BTreeMap<String, String> {
     let mut files = BTreeMap::new();
     for entry in std::fs::read_dir(dir).expect(what) {
         let path = entry.expect("entry").path();
-        let name = path.file_name().expect("name").to_string_lossy().into_owned();
+        let name = path
+            .file_name()
+            .expect("name")
+            .to_string_lossy()
+            .into_owned();
         if path.is_dir() {
             for (sub, text) in files_in(&path, what) {
                 files.insert(format!("{name}/{sub}"), text);
@@ -470,12 +479,10 @@ fn the_tenant_roles_are_deploys_and_can_be_switched_off() {
             .filter_map(|r| r.as_str().map(str::to_owned))
             .collect();
         assert!(
-            resources.iter().all(|r| [
-                "objectbucketclaims",
-                "bucketclaims",
-                "bucketaccesses"
-            ]
-            .contains(&r.as_str())),
+            resources
+                .iter()
+                .all(|r| ["objectbucketclaims", "bucketclaims", "bucketaccesses"]
+                    .contains(&r.as_str())),
             "{name}, aggregated to {labels:?}, grants {text}"
         );
     }
@@ -867,11 +874,15 @@ async fn serve_cosi_example(admin: &kube::Client, ns: &str, store: &RustFs) -> R
             other => bail!("deploy/example-bucketclaim.yaml holds a {other:?}"),
         };
         let name = o.metadata.name.clone().context("name")?;
-        api(admin, kind, ns).create(&PostParams::default(), &o).await?;
+        api(admin, kind, ns)
+            .create(&PostParams::default(), &o)
+            .await?;
         names.push((kind, name, o));
     }
     let (claim, access) = match names.as_slice() {
-        [(Kind::BucketClaim, c, _), (Kind::BucketAccess, a, o)] => (c.clone(), (a.clone(), o.clone())),
+        [(Kind::BucketClaim, c, _), (Kind::BucketAccess, a, o)] => {
+            (c.clone(), (a.clone(), o.clone()))
+        }
         _ => bail!("deploy/example-bucketclaim.yaml: a BucketClaim, then a BucketAccess"),
     };
     let bound = wait_ready(admin, Kind::BucketClaim, ns, &claim, T).await?;
@@ -901,7 +912,15 @@ async fn serve_cosi_example(admin: &kube::Client, ns: &str, store: &RustFs) -> R
     let root = store.root_client();
     wait_for(T, "the COSI bucket to be deleted", || {
         let (root, bucket) = (root.clone(), keys.bucket.clone());
-        async move { Ok(root.head_bucket().bucket(bucket).send().await.is_err().then_some(())) }
+        async move {
+            Ok(root
+                .head_bucket()
+                .bucket(bucket)
+                .send()
+                .await
+                .is_err()
+                .then_some(()))
+        }
     })
     .await?;
     Ok(())

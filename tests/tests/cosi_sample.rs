@@ -17,9 +17,10 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
 use kube::{Client, ResourceExt};
+use lib_provisioner::ControllerBuilder;
 use lib_provisioner::api::{ClaimPhase, ObjectBucketClaim, ObjectBucketClaimSpec};
 use obc_tests::cosi_e2e::{
-    AccessKeys, COSI_RBAC, DRIVER, Kind, Reach, access_of, access_keys, api, claim_of_class,
+    AccessKeys, COSI_RBAC, DRIVER, Kind, Reach, access_keys, access_of, api, claim_of_class,
     create, install_cosi_crds, reach, status_str, wait_ready,
 };
 use obc_tests::rbac::{NEEDED_BUT_NOT_EXERCISED, check_rbac_is_exactly_what_is_used};
@@ -29,7 +30,6 @@ use obc_tests::rustfs::RustFs;
 use obc_tests::setup::{create_admin_secret, install_deploy, repo_file};
 use obc_tests::testenv::s3_client_for;
 use obc_tests::{TestEnv, wait_for};
-use lib_provisioner::ControllerBuilder;
 use sample_provisioner::S3Provisioner;
 use sample_provisioner::admin::AdminClient;
 
@@ -49,7 +49,9 @@ async fn the_sample_serves_object_bucket_claims_and_cosi_side_by_side() {
     let store = RustFs::start(env.dir()).await.expect("rustfs");
     let endpoint = store.endpoint().trim_end_matches('/').to_owned();
     let admin = env.admin_client();
-    install_deploy(&env).await.expect("CRDs, deploy/ namespace, RBAC");
+    install_deploy(&env)
+        .await
+        .expect("CRDs, deploy/ namespace, RBAC");
     install_cosi_crds(&env).await.expect("crds/cosi/");
     env.apply_yaml(&read(COSI_RBAC)).await.expect(COSI_RBAC);
     let (ak, sk) = store.root_credentials();
@@ -77,12 +79,21 @@ async fn the_sample_serves_object_bucket_claims_and_cosi_side_by_side() {
         ..Default::default()
     };
     Api::<ObjectBucketClaim>::namespaced(admin.clone(), NS)
-        .create(&PostParams::default(), &ObjectBucketClaim::new("photos", obc))
+        .create(
+            &PostParams::default(),
+            &ObjectBucketClaim::new("photos", obc),
+        )
         .await
         .expect("OBC");
-    create(&admin, Kind::BucketClaim, NS, "pics", claim_of_class(&bucket_class))
-        .await
-        .expect("BucketClaim");
+    create(
+        &admin,
+        Kind::BucketClaim,
+        NS,
+        "pics",
+        claim_of_class(&bucket_class),
+    )
+    .await
+    .expect("BucketClaim");
     wait_phase(&admin, NS, "photos", ClaimPhase::Bound, T)
         .await
         .unwrap_or_else(|e| panic!("{e:#}"));
@@ -108,7 +119,9 @@ async fn the_sample_serves_object_bucket_claims_and_cosi_side_by_side() {
         .send()
         .await
         .expect("seed");
-    let obc_bucket = claim_bucket(&admin, NS, "photos").await.expect("OBC bucket");
+    let obc_bucket = claim_bucket(&admin, NS, "photos")
+        .await
+        .expect("OBC bucket");
     assert_ne!(obc_bucket, bucket_id);
     root.put_object()
         .bucket(&obc_bucket)
@@ -148,7 +161,11 @@ async fn the_sample_serves_object_bucket_claims_and_cosi_side_by_side() {
     assert_ne!(rw.key_id, ro.key_id, "one user per BucketAccess");
     let users = store_admin.list_users().await.expect("users");
     for k in [&rw, &ro] {
-        assert!(users.contains_key(&k.key_id), "{} is no store user: {users:?}", k.key_id);
+        assert!(
+            users.contains_key(&k.key_id),
+            "{} is no store user: {users:?}",
+            k.key_id
+        );
     }
     let full = Reach {
         list: true,
@@ -161,8 +178,16 @@ async fn the_sample_serves_object_bucket_claims_and_cosi_side_by_side() {
         read: true,
         ..Reach::default()
     };
-    assert_eq!(reach(&rw.s3(), &root, &bucket_id, PROBE).await, full, "ReadWrite");
-    assert_eq!(reach(&ro.s3(), &root, &bucket_id, PROBE).await, read_only, "ReadOnly");
+    assert_eq!(
+        reach(&rw.s3(), &root, &bucket_id, PROBE).await,
+        full,
+        "ReadWrite"
+    );
+    assert_eq!(
+        reach(&ro.s3(), &root, &bucket_id, PROBE).await,
+        read_only,
+        "ReadOnly"
+    );
     for (who, k) in [("rw", &rw), ("ro", &ro)] {
         let r = reach(&k.s3(), &root, &obc_bucket, PROBE).await;
         assert!(r.none(), "{who} reaches the OBC claim's bucket: {r:?}");
@@ -172,7 +197,10 @@ async fn the_sample_serves_object_bucket_claims_and_cosi_side_by_side() {
     register_secret(&obc_secret);
     let obc_s3 = s3_client_for(&endpoint, &obc_key, &obc_secret);
     let r = reach(&obc_s3, &root, &bucket_id, PROBE).await;
-    assert!(r.none(), "the OBC claim's keys reach the BucketClaim's bucket: {r:?}");
+    assert!(
+        r.none(),
+        "the OBC claim's keys reach the BucketClaim's bucket: {r:?}"
+    );
 
     // Deleting a BucketAccess revokes its keys and deletes its Secret.
     let accesses = api(&admin, Kind::BucketAccess, NS);
@@ -203,7 +231,9 @@ async fn the_sample_serves_object_bucket_claims_and_cosi_side_by_side() {
         .await
         .expect("delete ro");
     wait_gone(&accesses, "ro", T).await.expect("ro goes");
-    wait_gone(&secrets, "ro-keys", T).await.expect("ro's Secret");
+    wait_gone(&secrets, "ro-keys", T)
+        .await
+        .expect("ro's Secret");
 
     // Deleting the BucketClaim (Delete) deletes the Bucket and the bucket.
     let claims = api(&admin, Kind::BucketClaim, NS);
@@ -217,7 +247,15 @@ async fn the_sample_serves_object_bucket_claims_and_cosi_side_by_side() {
         .expect("Bucket goes");
     wait_for(T, "the bucket to be deleted on RustFS", || {
         let (root, b) = (root.clone(), bucket_id.clone());
-        async move { Ok(root.head_bucket().bucket(b).send().await.is_err().then_some(())) }
+        async move {
+            Ok(root
+                .head_bucket()
+                .bucket(b)
+                .send()
+                .await
+                .is_err()
+                .then_some(()))
+        }
     })
     .await
     .expect("bucket deleted");
@@ -330,14 +368,12 @@ async fn start_controller(sa: Client) -> RunningController {
         .await
         .expect("discovery");
     assert!(cosi.is_some(), "--cosi=auto did not see COSI's CRDs");
-    let builder = ControllerBuilder::new(
-        "objectbucket.io/sample-s3",
-        S3Provisioner::new(sa.clone()),
-    )
-    .leader_election(lib_provisioner::leader::LeaderElection::new(
-        SYSTEM,
-        "objectbucket.io-sample-s3",
-        "test",
-    ));
+    let builder =
+        ControllerBuilder::new("objectbucket.io/sample-s3", S3Provisioner::new(sa.clone()))
+            .leader_election(lib_provisioner::leader::LeaderElection::new(
+                SYSTEM,
+                "objectbucket.io-sample-s3",
+                "test",
+            ));
     RunningController::start_with(sa, sample_provisioner::serve::with_cosi(builder, cosi))
 }

@@ -70,7 +70,9 @@ async fn edit_and_view_reach_bucket_claims_and_accesses_in_their_namespace_only(
             }
             let viewer = may(&victor, verb, resource, Some(TEAM)).await;
             if viewer != READ.contains(verb) {
-                wrong.push(format!("view: {verb} {resource} in {TEAM} allowed: {viewer}"));
+                wrong.push(format!(
+                    "view: {verb} {resource} in {TEAM} allowed: {viewer}"
+                ));
             }
         }
         for verb in ["update", "patch"] {
@@ -83,8 +85,13 @@ async fn edit_and_view_reach_bucket_claims_and_accesses_in_their_namespace_only(
     for resource in ["buckets", "bucketclasses", "bucketaccessclasses"] {
         for verb in READ.iter().chain(WRITE.iter()) {
             for who in [&alice, &victor] {
-                if may(who, verb, resource, None).await || may(who, verb, resource, Some(TEAM)).await {
-                    wrong.push(format!("{} may {verb} {resource} (cluster-scoped)", who.user));
+                if may(who, verb, resource, None).await
+                    || may(who, verb, resource, Some(TEAM)).await
+                {
+                    wrong.push(format!(
+                        "{} may {verb} {resource} (cluster-scoped)",
+                        who.user
+                    ));
                 }
             }
         }
@@ -117,10 +124,14 @@ async fn bind_tenants(env: &TestEnv) {
     for (user, verb, role) in [(EDITOR, "create", "edit"), (VIEWER, "list", "view")] {
         let who = Subject::user(user);
         for resource in USER_KINDS {
-            wait_for(T, format!("{user} ({role}) may {verb} {resource}"), || async {
-                let may = allowed(&admin, &who, verb, GROUP, resource, Some(TEAM));
-                Ok(may.await?.then_some(()))
-            })
+            wait_for(
+                T,
+                format!("{user} ({role}) may {verb} {resource}"),
+                || async {
+                    let may = allowed(&admin, &who, verb, GROUP, resource, Some(TEAM));
+                    Ok(may.await?.then_some(()))
+                },
+            )
             .await
             .unwrap_or_else(|e| panic!("{e:#}: COSI's kinds are not aggregated to {role}"));
         }
@@ -131,9 +142,15 @@ async fn bind_tenants(env: &TestEnv) {
 /// BucketAccess in [`TEAM`]; may not write their status, read Buckets, or
 /// touch [`OTHER`].
 async fn editor_uses_claims_and_accesses(alice: &Client) {
-    create(alice, Kind::BucketClaim, TEAM, "mine", claim_of_class("sample-s3"))
-        .await
-        .expect("alice (edit) creates a BucketClaim");
+    create(
+        alice,
+        Kind::BucketClaim,
+        TEAM,
+        "mine",
+        claim_of_class("sample-s3"),
+    )
+    .await
+    .expect("alice (edit) creates a BucketClaim");
     let access = obc_tests::cosi_e2e::access_of("sample-s3", &[("mine", "ReadWrite", "mine-keys")]);
     create(alice, Kind::BucketAccess, TEAM, "mine", access.clone())
         .await
@@ -147,7 +164,10 @@ async fn editor_uses_claims_and_accesses(alice: &Client) {
         let r = own
             .patch_status("mine", &PatchParams::default(), &Patch::Merge(&forged))
             .await;
-        assert!(is_forbidden(&r), "alice patches her {kind:?}'s status: {r:?}");
+        assert!(
+            is_forbidden(&r),
+            "alice patches her {kind:?}'s status: {r:?}"
+        );
         let other = api(alice, kind, OTHER);
         assert!(
             is_forbidden(&other.list(&ListParams::default()).await),

@@ -25,12 +25,12 @@
 
 mod access;
 pub mod api;
-#[cfg(feature = "cosi-grpc")]
-pub mod grpc;
 mod bucket;
 mod claim;
 mod context;
 pub mod failpoint;
+#[cfg(feature = "cosi-grpc")]
+pub mod grpc;
 mod keys;
 mod options;
 mod plan;

@@ -62,7 +62,10 @@ async fn walk(suite: &CosiSuite, summary: &mut Summary) -> Result<()> {
             format!("{crashes} crashes, {:.1}s", started.elapsed().as_secs_f64()),
         );
     }
-    summary.note("COSI crash points", lib_provisioner::cosi::failpoint::POINTS.len());
+    summary.note(
+        "COSI crash points",
+        lib_provisioner::cosi::failpoint::POINTS.len(),
+    );
     ensure!(
         never_fired.is_empty(),
         "COSI crash points that never fired: {never_fired:?}"
@@ -80,15 +83,23 @@ async fn iteration(suite: &CosiSuite, launch: &Launch, ns: &str, point: &str) ->
     }
     for (access, claim, mode) in ACCESSES {
         let secret = format!("{access}-keys");
-        create(admin, Kind::BucketAccess, ns, access, access_of(ACCESS_CLASS, &[(claim, mode, &secret)]))
-            .await?;
+        create(
+            admin,
+            Kind::BucketAccess,
+            ns,
+            access,
+            access_of(ACCESS_CLASS, &[(claim, mode, &secret)]),
+        )
+        .await?;
     }
     if crashed(&mut proc, point, || all_ready(admin, ns)).await? {
         crashes += 1;
         proc = launch.unarmed().start(logs())?;
-        wait_for(T, format!("everything in {ns} ready after {point}"), || async {
-            Ok(all_ready(admin, ns).await?.then_some(()))
-        })
+        wait_for(
+            T,
+            format!("everything in {ns} ready after {point}"),
+            || async { Ok(all_ready(admin, ns).await?.then_some(())) },
+        )
         .await?;
     }
     let state = converged(suite, ns).await?;
@@ -111,9 +122,11 @@ async fn iteration(suite: &CosiSuite, launch: &Launch, ns: &str, point: &str) ->
     if crashed(&mut proc, point, || all_gone(admin, ns)).await? {
         crashes += 1;
         proc = launch.unarmed().start(logs())?;
-        wait_for(T, format!("everything in {ns} gone after {point}"), || async {
-            Ok(all_gone(admin, ns).await?.then_some(()))
-        })
+        wait_for(
+            T,
+            format!("everything in {ns} gone after {point}"),
+            || async { Ok(all_gone(admin, ns).await?.then_some(())) },
+        )
         .await?;
     }
     // The rest (users, Secrets, the administrator's deletion of the
@@ -132,9 +145,7 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<bool>>,
 {
-    let died = proc
-        .crashed_or(T, Duration::from_millis(700), done)
-        .await?;
+    let died = proc.crashed_or(T, Duration::from_millis(700), done).await?;
     if died {
         ensure!(
             proc.crashed_at(point),
@@ -159,7 +170,12 @@ async fn all_ready(admin: &Client, ns: &str) -> Result<bool> {
 
 async fn all_gone(admin: &Client, ns: &str) -> Result<bool> {
     for kind in [Kind::BucketClaim, Kind::BucketAccess] {
-        if !api(admin, kind, ns).list(&Default::default()).await?.items.is_empty() {
+        if !api(admin, kind, ns)
+            .list(&Default::default())
+            .await?
+            .items
+            .is_empty()
+        {
             return Ok(false);
         }
     }
@@ -192,7 +208,10 @@ async fn converged(suite: &CosiSuite, ns: &str) -> Result<Made> {
     }
     let on_store = suite.buckets().await?;
     let ours: BTreeSet<String> = buckets.iter().map(|(_, _, id)| id.clone()).collect();
-    ensure!(ours.len() == CLAIMS.len(), "two claims share a bucket: {buckets:?}");
+    ensure!(
+        ours.len() == CLAIMS.len(),
+        "two claims share a bucket: {buckets:?}"
+    );
     for id in &ours {
         ensure!(on_store.contains(id), "bucket {id} is not on the store");
     }
@@ -215,14 +234,20 @@ async fn converged(suite: &CosiSuite, ns: &str) -> Result<Made> {
         .collect();
     ensure!(stray.is_empty(), "buckets no claim has: {stray:?}");
     let stray_users: Vec<_> = store_users.iter().filter(|u| !users.contains(u)).collect();
-    ensure!(stray_users.is_empty(), "users no BucketAccess has: {stray_users:?}");
+    ensure!(
+        stray_users.is_empty(),
+        "users no BucketAccess has: {stray_users:?}"
+    );
     Ok(Made { buckets, users })
 }
 
 /// The store buckets of Buckets that outlived their claims (Retain).
 async fn retained_buckets(admin: &Client) -> Result<BTreeSet<String>> {
     let mut out = BTreeSet::new();
-    for b in api(admin, Kind::Bucket, "").list(&Default::default()).await? {
+    for b in api(admin, Kind::Bucket, "")
+        .list(&Default::default())
+        .await?
+    {
         if let Some(id) = status_str(&b, "bucketID") {
             out.insert(id);
         }
@@ -243,7 +268,8 @@ async fn torn_down(suite: &CosiSuite, ns: &str, made: &Made) -> Result<()> {
         .await?;
     }
     for (access, _, _) in ACCESSES {
-        let secrets = kube::Api::<k8s_openapi::api::core::v1::Secret>::namespaced(admin.clone(), ns);
+        let secrets =
+            kube::Api::<k8s_openapi::api::core::v1::Secret>::namespaced(admin.clone(), ns);
         wait_gone(&secrets, &format!("{access}-keys"), T).await?;
     }
     let root = suite.root();
@@ -252,7 +278,13 @@ async fn torn_down(suite: &CosiSuite, ns: &str, made: &Made) -> Result<()> {
         if *claim == "del" {
             wait_gone(&buckets, object, T).await?;
             wait_for(T, format!("bucket {id} deleted"), || async {
-                Ok(root.head_bucket().bucket(id).send().await.is_err().then_some(()))
+                Ok(root
+                    .head_bucket()
+                    .bucket(id)
+                    .send()
+                    .await
+                    .is_err()
+                    .then_some(()))
             })
             .await?;
         } else {
@@ -270,7 +302,13 @@ async fn torn_down(suite: &CosiSuite, ns: &str, made: &Made) -> Result<()> {
                 .await
                 .context("the administrator deletes the retained Bucket")?;
             wait_for(T, format!("retained bucket {id} deleted"), || async {
-                Ok(root.head_bucket().bucket(id).send().await.is_err().then_some(()))
+                Ok(root
+                    .head_bucket()
+                    .bucket(id)
+                    .send()
+                    .await
+                    .is_err()
+                    .then_some(()))
             })
             .await?;
         }

@@ -21,8 +21,8 @@ use std::time::Duration;
 use anyhow::{Context as _, Result, ensure};
 use aws_sdk_s3::primitives::ByteStream;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use obc_tests::cosi_e2e::{
     ACCESS_CLASS, AccessKeys, BEING_DELETED, CosiSuite, DELETE_CLASS, DRIVER, Kind,
     MANAGEMENT_OVERRIDE, access_keys, access_of, api, claim_of_class, create, keys_of, reach,
@@ -77,7 +77,13 @@ async fn attacks(suite: &CosiSuite, summary: &mut Summary) -> Result<()> {
     outcomes.push(forged_status_and_annotations(suite, summary, &victim, &mut proc).await?);
 
     // The victim, after all of it.
-    let still = reach(&victim.keys.s3(), &suite.root(), &victim.bucket_id, VICTIM_OBJECT).await;
+    let still = reach(
+        &victim.keys.s3(),
+        &suite.root(),
+        &victim.bucket_id,
+        VICTIM_OBJECT,
+    )
+    .await;
     if !still.read || !still.write {
         summary.counts.foreign_revocations += 1;
         outcomes.push(format!("the victim's keys lost access: {still:?}"));
@@ -94,7 +100,9 @@ async fn attacks(suite: &CosiSuite, summary: &mut Summary) -> Result<()> {
         summary.counts.data_lost += 1;
         outcomes.push("the victim's object is gone".into());
     }
-    let bucket = api(admin, Kind::Bucket, "").get(&victim.bucket_object).await?;
+    let bucket = api(admin, Kind::Bucket, "")
+        .get(&victim.bucket_object)
+        .await?;
     let claim_uid = bucket.data["spec"]["bucketClaimRef"]["uid"].as_str();
     if claim_uid != Some(victim.claim_uid.as_str()) {
         summary.counts.foreign_buckets += 1;
@@ -116,7 +124,14 @@ async fn attacks(suite: &CosiSuite, summary: &mut Summary) -> Result<()> {
 /// its keys.
 async fn victim(suite: &CosiSuite) -> Result<Victim> {
     let admin = &suite.admin;
-    create(admin, Kind::BucketClaim, VICTIM, "data", claim_of_class(DELETE_CLASS)).await?;
+    create(
+        admin,
+        Kind::BucketClaim,
+        VICTIM,
+        "data",
+        claim_of_class(DELETE_CLASS),
+    )
+    .await?;
     let access = access_of(ACCESS_CLASS, &[("data", "ReadWrite", "app-keys")]);
     create(admin, Kind::BucketAccess, VICTIM, "app", access).await?;
     let claim = wait_ready(admin, Kind::BucketClaim, VICTIM, "data", T).await?;
@@ -193,8 +208,12 @@ async fn watch_access(
     if reached {
         summary.counts.foreign_buckets += 1;
     }
-    let status = last.map(|a| a.data["status"].to_string()).unwrap_or_default();
-    Ok(format!("{name}: reached the victim: {reached}; status {status}"))
+    let status = last
+        .map(|a| a.data["status"].to_string())
+        .unwrap_or_default();
+    Ok(format!(
+        "{name}: reached the victim: {reached}; status {status}"
+    ))
 }
 
 /// A BucketAccess in the tenant's namespace naming `data`, a claim that
@@ -209,7 +228,14 @@ async fn cross_namespace_claim_name(
     let access = access_of(ACCESS_CLASS, &[("data", "ReadWrite", "steal-keys")]);
     create(&suite.admin, Kind::BucketAccess, TENANT, "steal", access).await?;
     let before = watch_access(suite, summary, "steal", "steal-keys", victim).await?;
-    create(&suite.admin, Kind::BucketClaim, TENANT, "data", claim_of_class(DELETE_CLASS)).await?;
+    create(
+        &suite.admin,
+        Kind::BucketClaim,
+        TENANT,
+        "data",
+        claim_of_class(DELETE_CLASS),
+    )
+    .await?;
     wait_ready(&suite.admin, Kind::BucketAccess, TENANT, "steal", T).await?;
     let after = watch_access(suite, summary, "steal", "steal-keys", victim).await?;
     let own = access_keys(&suite.admin, TENANT, "steal-keys").await?;
@@ -217,7 +243,9 @@ async fn cross_namespace_claim_name(
         own.bucket != victim.bucket_id,
         "the tenant's access got the victim's bucket id"
     );
-    Ok(format!("cross-namespace claim name: {before}; after its own claim: {after}"))
+    Ok(format!(
+        "cross-namespace claim name: {before}; after its own claim: {after}"
+    ))
 }
 
 /// A static BucketClaim naming the victim's Bucket: never bound, a
@@ -276,7 +304,10 @@ async fn secret_created_first(suite: &CosiSuite, summary: &mut Summary) -> Resul
         .unwrap_or_else(|e| format!("(no error reported: {e:#})"));
     tokio::time::sleep(SETTLE).await;
     let kept = |s: &Secret| {
-        s.data.as_ref().and_then(|d| d.get("COSI_S3_ACCESS_KEY_ID")).map(|v| v.0.clone())
+        s.data
+            .as_ref()
+            .and_then(|d| d.get("COSI_S3_ACCESS_KEY_ID"))
+            .map(|v| v.0.clone())
             == Some(b"planted-by-the-tenant".to_vec())
     };
     let overwritten = !kept(&secrets.get("trap-keys").await?);
@@ -319,7 +350,14 @@ async fn forged_status_and_annotations(
     let pp = PatchParams::default();
     // A fresh claim whose status names the victim's Bucket.
     summary.counts.attacks += 1;
-    create(admin, Kind::BucketClaim, TENANT, "forged", claim_of_class(DELETE_CLASS)).await?;
+    create(
+        admin,
+        Kind::BucketClaim,
+        TENANT,
+        "forged",
+        claim_of_class(DELETE_CLASS),
+    )
+    .await?;
     let forged = json!({"status": {"boundBucketName": victim.bucket_object, "readyToUse": true,
         "protocols": ["S3"]}});
     api(admin, Kind::BucketClaim, TENANT)
@@ -354,17 +392,18 @@ async fn forged_status_and_annotations(
     wait_ready(admin, Kind::BucketAccess, TENANT, "override", T).await?;
     let override_keys = access_keys(admin, TENANT, "override-keys").await?;
     api(admin, Kind::BucketAccess, TENANT)
-        .patch("override", &pp, &Patch::Merge(&annotate(MANAGEMENT_OVERRIDE)))
+        .patch(
+            "override",
+            &pp,
+            &Patch::Merge(&annotate(MANAGEMENT_OVERRIDE)),
+        )
         .await?;
     api(admin, Kind::BucketAccess, TENANT)
         .delete("override", &DeleteParams::default())
         .await?;
-    let gone = obc_tests::recording::wait_gone(
-        &api(admin, Kind::BucketAccess, TENANT),
-        "override",
-        T,
-    )
-    .await;
+    let gone =
+        obc_tests::recording::wait_gone(&api(admin, Kind::BucketAccess, TENANT), "override", T)
+            .await;
     let revoked = wait_for(T, "the overridden access's user to be removed", || async {
         Ok((!suite.users().await?.contains(&override_keys.key_id)).then_some(()))
     })
@@ -404,7 +443,12 @@ async fn cleanup(suite: &CosiSuite, summary: &mut Summary, victim: &Victim) -> R
         for ns in [TENANT, VICTIM] {
             let api = api(admin, kind, ns);
             wait_for(T, format!("every {kind:?} in {ns} to go"), || async {
-                Ok(api.list(&Default::default()).await?.items.is_empty().then_some(()))
+                Ok(api
+                    .list(&Default::default())
+                    .await?
+                    .items
+                    .is_empty()
+                    .then_some(()))
             })
             .await?;
         }
@@ -425,7 +469,10 @@ async fn cleanup(suite: &CosiSuite, summary: &mut Summary, victim: &Victim) -> R
         .collect();
     summary.counts.orphaned += left.len();
     if !left.is_empty() {
-        summary.note("buckets left", format!("{left:?} (victim's: {})", victim.bucket_id));
+        summary.note(
+            "buckets left",
+            format!("{left:?} (victim's: {})", victim.bucket_id),
+        );
     }
     Ok(())
 }
