@@ -8,8 +8,12 @@
 //! - [`credentials`]: who gets which credentials ([`credentials::CredentialIssuer`]).
 //! - [`intents`]: creation intents as ConfigMaps (stores with bucket tags).
 //! - [`errors`]: store failures, classified retryable or permanent.
-//! - [`s3`]: [`S3Provisioner`], the `lib_provisioner::Provisioner`.
-//! - [`serve`]: COSI served beside ObjectBucketClaims (on when its CRDs are installed).
+//! - [`s3`]: [`S3Provisioner`], the `lib_provisioner::Provisioner`, which
+//!   also serves Kubernetes COSI: buckets without users, and one user per
+//!   access principal ([`credentials::per_principal`]); `--cosi-driver`
+//!   serves it to the COSI sidecar over gRPC.
+//! - [`serve`]: COSI's controllers in-process beside ObjectBucketClaims
+//!   (`--cosi`, on when COSI's CRDs are installed).
 //!
 //! See `docs/sample-provisioner.md` for parameters, credentials modes and
 //! deployment.

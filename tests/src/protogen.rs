@@ -42,7 +42,7 @@ pub fn generate() -> Result<String> {
         .emit_rerun_if_changed(false)
         .skip_debug(SECRET_MESSAGES)
         .out_dir(out.path())
-        .compile_protos(&[dir.join("cosi.proto")], &[dir.clone()])
+        .compile_protos(&[dir.join("cosi.proto")], std::slice::from_ref(&dir))
         .context("protoc could not compile cosi.proto (apt-get install protobuf-compiler)")?;
     let path = out.path().join(PACKAGE_FILE);
     let code =

@@ -285,6 +285,15 @@ async fn buckets_are_created_found_and_deleted_with_cosis_codes() -> Result<()> 
         "http://s3.memory:9000"
     );
 
+    // A deletion refused for now is retried by the sidecar.
+    let refused_delete = DriverDeleteBucketRequest {
+        bucket_id: "bc-1".into(),
+        parameters: HashMap::from([("fail".to_owned(), "bad".to_owned())]),
+    };
+    let (code, message) = refused(client.driver_delete_bucket(refused_delete).await);
+    assert_eq!(code, Code::FailedPrecondition, "{message}");
+    assert!(memory.buckets.lock().unwrap().contains_key("bc-1"));
+
     // Deleted, and again: gone already is OK.
     for _ in 0..2 {
         let delete = DriverDeleteBucketRequest {

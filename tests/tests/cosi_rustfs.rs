@@ -31,7 +31,9 @@ use obc_tests::setup::{create_admin_secret, install_deploy};
 use obc_tests::testenv::{self, TestEnv, s3_client_for};
 use sample_provisioner::S3Provisioner;
 use sample_provisioner::admin::AdminClient;
-use sample_provisioner::credentials::per_principal::principal_user_name;
+use sample_provisioner::credentials::per_principal::{
+    grant_policy_document, principal_policy_name, principal_user_name,
+};
 use sample_provisioner::store::OWNER_TAG;
 
 const SYSTEM_NAMESPACE: &str = "obc-system";
@@ -300,8 +302,32 @@ async fn a_principals_key_reaches_each_granted_bucket_in_its_mode_and_nothing_el
             .is_none()
     );
 
+    // A grant interrupted after its policy, before its user: the
+    // revocation cleans up; one interrupted after the user, before the
+    // policy was attached: the retry finishes it.
+    let d = ClaimIdentity::new("shop", "crashed", "0b1f6c1e-0000-4000-8000-00000000000d");
+    let (d_user, d_policy) = (principal_user_name(&d.uid), principal_policy_name(&d.uid));
+    let half_made = grant_policy_document(&[("ro-bucket", AccessMode::ReadOnly)]);
+    t.admin.add_canned_policy(&d_policy, &half_made).await?;
+    t.sample.revoke_access(&t.revocation(&d)).await?;
+    assert!(!t.admin.list_canned_policies().await?.contains(&d_policy));
+    t.admin
+        .add_user(&d_user, "half-made-secret-0123456789")
+        .await?;
+    let d_grant = t
+        .sample
+        .grant_access(&t.access(&d, &[("ro-bucket", AccessMode::ReadOnly)]))
+        .await?;
+    assert_eq!(can(&t.client(&d_grant.credentials), "ro-bucket").await, RO);
+    t.sample.revoke_access(&t.revocation(&d)).await?;
+
     t.sample.revoke_access(&t.revocation(&b)).await?;
     assert!(t.cosi_users().await?.is_empty());
+    let policies = t.admin.list_canned_policies().await?;
+    assert!(
+        !policies.iter().any(|p| p.starts_with("cosi-access-")),
+        "{policies:?}"
+    );
     Ok(())
 }
 
@@ -478,7 +504,16 @@ async fn the_sample_serves_cosi_over_grpc() -> Result<()> {
     assert_eq!(can(&key, data).await, NONE, "revoked");
     assert!(t.cosi_users().await?.is_empty());
 
-    // Delete needs an empty bucket unless forceDelete: the objects go first.
+    // Delete needs an empty bucket unless forceDelete: refused for now (the
+    // sidecar retries), the bucket kept.
+    let keep = DriverDeleteBucketRequest {
+        bucket_id: data.to_owned(),
+        parameters: parameters.clone(),
+    };
+    let status = cosi.driver_delete_bucket(keep).await.unwrap_err();
+    assert_eq!(status.code(), tonic::Code::FailedPrecondition, "{status:?}");
+    assert!(status.message().contains("not empty"), "{status:?}");
+    root.head_bucket().bucket(data).send().await?;
     let mut forced = parameters.clone();
     forced.insert("forceDelete".into(), "true".into());
     for bucket in [data, shared, data] {

@@ -10,7 +10,7 @@ use super::proto::{
     driver_grant_bucket_access_response::BucketInfo,
 };
 use super::protocol::{self, Protocol, s3_credentials, s3_info};
-use super::status::{invalid, status_of};
+use super::status::{invalid, status_of, teardown_status_of};
 use crate::provisioner::{AccessMode, AccessRequest, AccessRevocation, Provisioner};
 
 /// The longest id COSI records (`status.accountID`, `status.bucketID`).
@@ -79,7 +79,7 @@ pub(super) async fn revoke<P: Provisioner>(
     }
     p.revoke_access(&revocation)
         .await
-        .map_err(|e| status_of(&e))
+        .map_err(|e| teardown_status_of(&e))
 }
 
 /// Only access keys: a provisioner's [`Credentials`](crate::provisioner::Credentials)

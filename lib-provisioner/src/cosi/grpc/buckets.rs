@@ -11,7 +11,7 @@ use super::proto::{
     DriverGetExistingBucketRequest, DriverGetExistingBucketResponse,
 };
 use super::protocol::{self, Protocol, s3_info};
-use super::status::{invalid, status_of};
+use super::status::{invalid, status_of, teardown_status_of};
 use crate::provisioner::{BucketRequest, ClaimIdentity, Provisioner, TeardownRequest};
 
 /// The identity the gRPC path gives a bucket's claim: the bucket id, all a
@@ -85,5 +85,7 @@ pub(super) async fn delete<P: Provisioner>(
     }
     let teardown = TeardownRequest::new(bucket_identity(&id), &id, "")
         .with_parameters(parameters(req.parameters));
-    p.delete(&teardown).await.map_err(|e| status_of(&e))
+    p.delete(&teardown)
+        .await
+        .map_err(|e| teardown_status_of(&e))
 }

@@ -30,7 +30,10 @@
 //! `parameters`; class names are unknown (empty). Only S3 and
 //! authentication type `Key` are served (a provisioner issues key pairs):
 //! `ServiceAccount`, another protocol, or a missing access mode is
-//! `INVALID_ARGUMENT` saying so. Errors map as [`status_of`] says.
+//! `INVALID_ARGUMENT` saying so. Errors map as [`status_of`] says, except
+//! that a permanent error of a deletion or revocation (a bucket that still
+//! holds objects) is `FAILED_PRECONDITION`, which the sidecar retries: the
+//! deletion resumes once the user has fixed the cause.
 //!
 //! # Only ids come back
 //!

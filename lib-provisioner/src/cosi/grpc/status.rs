@@ -32,6 +32,19 @@ pub fn status_of(err: &ProvisionError) -> Status {
     Status::new(code, err.message())
 }
 
+/// The status of a failed teardown (`DriverDeleteBucket`,
+/// `DriverRevokeBucketAccess`): as [`status_of`], except that a permanent
+/// error without a reason (a bucket that still holds objects, say) is
+/// `FAILED_PRECONDITION`, which the sidecar retries with backoff: once the
+/// user fixes the cause, the deletion goes on by itself, as the library's
+/// own teardowns do. `INVALID_ARGUMENT` would end the sidecar's retries.
+pub(super) fn teardown_status_of(err: &ProvisionError) -> Status {
+    match (err.reason(), err.kind()) {
+        (None, ErrorKind::Permanent) => Status::failed_precondition(err.message()),
+        _ => status_of(err),
+    }
+}
+
 /// `INVALID_ARGUMENT` for a request the driver refuses before calling the
 /// provisioner.
 pub(super) fn invalid(message: impl Into<String>) -> Status {
@@ -66,5 +79,18 @@ mod tests {
             assert_eq!(status.message(), "m");
             assert!(status.details().is_empty());
         }
+    }
+
+    #[test]
+    fn a_teardown_refused_for_now_is_retried() {
+        let not_empty = ProvisionError::permanent("bucket b is not empty: empty it");
+        assert_eq!(
+            teardown_status_of(&not_empty).code(),
+            Code::FailedPrecondition
+        );
+        let retry = ProvisionError::retryable("store down");
+        assert_eq!(teardown_status_of(&retry).code(), Code::Unavailable);
+        let unsupported = ProvisionError::unsupported("no");
+        assert_eq!(teardown_status_of(&unsupported).code(), Code::Unimplemented);
     }
 }
