@@ -14,12 +14,12 @@
 //! - [`provisioner`]: the trait and its contract.
 //! - [`names`]: bucket name rules and generation.
 //! - [`controller`]: the builder and the wiring.
-//! - [`cosi`]: Kubernetes COSI (`objectstorage.k8s.io/v1alpha2`) from the same provisioner.
 //! - [`leader`], [`metrics`], [`failpoint`]: operations.
 //! - `conformance` (feature `conformance`): a kit that tests a provisioner
 //!   against the contract on its own store.
-//! - [`cosi`]: Kubernetes COSI; `cosi::grpc` (feature `cosi-grpc`) serves a
-//!   provisioner as a COSI gRPC driver.
+//! - [`cosi`]: Kubernetes COSI (`objectstorage.k8s.io/v1alpha2`) from the
+//!   same provisioner: its types and controllers; `cosi::grpc` (feature
+//!   `cosi-grpc`) serves a provisioner as a COSI gRPC driver.
 //! - `reconcile` (private): the state machine, as small idempotent steps.
 //! - `writes` (private): every Kubernetes write, one function each.
 

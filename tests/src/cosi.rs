@@ -1,267 +1,115 @@
-//! COSI test support: a provisioner that records every COSI call and keeps
-//! its buckets and accounts in memory (or in a JSON file, so that a crashed
-//! and restarted process continues with the same store), and helpers to
-//! install the COSI CRDs.
-//!
-//! It follows the idempotency contract as a real backend must, so the
-//! counts it records are what the library made a backend do.
+//! Talking to a COSI gRPC driver over its unix socket, as the COSI sidecar
+//! does: [`Driver::start`] serves a provisioner on a socket in a temporary
+//! directory, [`Driver::identity`] and [`Driver::provisioner`] are clients.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
-use anyhow::Result;
-use async_trait::async_trait;
-use lib_provisioner::provisioner::{
-    AccessGrant, AccessMode, AccessRequest, AccessRevocation, BucketInfo, StoreEndpoint,
-};
-use lib_provisioner::{
-    BucketAccess, BucketRequest, Credentials, ProvisionError, Provisioner, TeardownRequest,
-};
-use serde::{Deserialize, Serialize};
+use anyhow::{Context, Result};
+use hyper_util::rt::TokioIo;
+use lib_provisioner::Provisioner;
+use lib_provisioner::cosi::grpc::proto::identity_client::IdentityClient;
+use lib_provisioner::cosi::grpc::proto::provisioner_client::ProvisionerClient;
+use lib_provisioner::cosi::grpc::{CosiDriver, DriverError, Protocol};
+use tokio::net::UnixStream;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tonic::transport::{Channel, Endpoint, Uri};
 
-use crate::TestEnv;
+/// The name the tests' drivers advertise.
+pub const DRIVER_NAME: &str = "s3.test.objectbucket.io";
 
-/// The driver name the COSI tests serve.
-pub const DRIVER: &str = "cosi.test.example";
-/// The endpoint the recorder reports.
-pub const ENDPOINT: &str = "http://s3.test.example:9000";
-
-/// One COSI call the library made.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum CosiCall {
-    CreateBucket(String),
-    ExistingBucket(String),
-    Delete(String),
-    /// The account name, and each bucket with its mode.
-    GrantAccess(String, Vec<(String, String)>),
-    RevokeAccess(String),
+/// A driver serving on a socket until dropped or [`stop`](Self::stop)ped.
+pub struct Driver {
+    socket: PathBuf,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<Result<(), DriverError>>>,
+    channel: Channel,
 }
 
-/// What the store holds.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub struct CosiState {
-    pub calls: Vec<CosiCall>,
-    /// Bucket name → the claim UID it was created for.
-    pub buckets: BTreeMap<String, String>,
-    /// Buckets an administrator made (static).
-    pub existing: BTreeSet<String>,
-    /// Account → its buckets and modes.
-    pub accounts: BTreeMap<String, Vec<(String, String)>>,
-}
-
-/// The recording provisioner.
-#[derive(Clone, Default)]
-pub struct CosiRecorder {
-    state: Arc<Mutex<CosiState>>,
-    file: Option<PathBuf>,
-    /// Whether one credential may reach several buckets.
-    pub multi_bucket: bool,
-}
-
-impl CosiRecorder {
-    /// An in-memory store that allows several buckets per credential.
-    pub fn new() -> Self {
-        Self {
-            multi_bucket: true,
-            ..Default::default()
-        }
-    }
-
-    /// A store kept in `file` (read if it exists, written after each call).
-    pub fn in_file(file: PathBuf) -> Result<Self> {
-        let state = match std::fs::read(&file) {
-            Ok(bytes) => serde_json::from_slice(&bytes)?,
-            Err(_) => CosiState::default(),
-        };
-        Ok(Self {
-            state: Arc::new(Mutex::new(state)),
-            file: Some(file),
-            multi_bucket: true,
-        })
-    }
-
-    /// Reads a store file another process wrote.
-    pub fn read_file(file: &std::path::Path) -> Result<CosiState> {
-        Ok(match std::fs::read(file) {
-            Ok(bytes) => serde_json::from_slice(&bytes)?,
-            Err(_) => CosiState::default(),
-        })
-    }
-
-    /// A store whose credentials reach one bucket only.
-    pub fn single_bucket(mut self) -> Self {
-        self.multi_bucket = false;
-        self
-    }
-
-    /// A copy of the state.
-    pub fn state(&self) -> CosiState {
-        self.lock().clone()
-    }
-
-    /// The calls so far.
-    pub fn calls(&self) -> Vec<CosiCall> {
-        self.lock().calls.clone()
-    }
-
-    /// Adds a bucket an administrator made.
-    pub fn add_existing(&self, name: &str) {
-        self.with(|s| {
-            s.existing.insert(name.to_owned());
+impl Driver {
+    /// Serves `provisioner` as [`DRIVER_NAME`] on `dir/cosi.sock` and
+    /// connects to it.
+    pub async fn start<P: Provisioner>(provisioner: P, dir: &Path) -> Result<Self> {
+        let driver = CosiDriver::new(provisioner, DRIVER_NAME, [Protocol::S3])?;
+        let socket = dir.join("cosi.sock");
+        let (stop, stopped) = oneshot::channel::<()>();
+        let path = socket.clone();
+        let task = tokio::spawn(async move {
+            let stopped = async {
+                let _ = stopped.await;
+            };
+            driver.serve_with_shutdown(path, stopped).await
         });
+        let channel = connect(&socket).await?;
+        Ok(Self {
+            socket,
+            stop: Some(stop),
+            task: Some(task),
+            channel,
+        })
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, CosiState> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    /// A client of the Identity service.
+    pub fn identity(&self) -> IdentityClient<Channel> {
+        IdentityClient::new(self.channel.clone())
     }
 
-    fn with<T>(&self, f: impl FnOnce(&mut CosiState) -> T) -> T {
-        let mut state = self.lock();
-        let out = f(&mut state);
-        if let Some(file) = &self.file {
-            // Written whole and renamed: a crash never leaves half a file.
-            let tmp = file.with_extension("tmp");
-            if let Ok(bytes) = serde_json::to_vec(&*state)
-                && std::fs::write(&tmp, bytes).is_ok()
-            {
-                let _ = std::fs::rename(&tmp, file);
-            }
+    /// A client of the Provisioner service.
+    pub fn provisioner(&self) -> ProvisionerClient<Channel> {
+        ProvisionerClient::new(self.channel.clone())
+    }
+
+    /// The socket's path.
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    /// Stops serving and returns how the server ended.
+    pub async fn stop(mut self) -> Result<()> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
         }
-        out
+        match self.task.take() {
+            Some(task) => Ok(task.await??),
+            None => Ok(()),
+        }
     }
 }
 
-fn endpoint() -> StoreEndpoint {
-    StoreEndpoint::new("s3.test.example", 9000).with_url(ENDPOINT)
-}
-
-#[async_trait]
-impl Provisioner for CosiRecorder {
-    async fn provision(&self, _: &BucketRequest) -> Result<BucketAccess, ProvisionError> {
-        Err(ProvisionError::permanent(
-            "the COSI recorder serves COSI only",
-        ))
-    }
-    async fn grant(&self, _: &BucketRequest) -> Result<BucketAccess, ProvisionError> {
-        Err(ProvisionError::permanent(
-            "the COSI recorder serves COSI only",
-        ))
-    }
-    async fn revoke(&self, _: &TeardownRequest) -> Result<(), ProvisionError> {
-        Ok(())
-    }
-
-    async fn delete(&self, req: &TeardownRequest) -> Result<(), ProvisionError> {
-        self.with(|s| {
-            s.calls.push(CosiCall::Delete(req.bucket_name.clone()));
-            // Only what was made for this claim (or the static one named).
-            match s.buckets.get(&req.bucket_name) {
-                Some(owner) if *owner == req.claim.uid => {
-                    s.buckets.remove(&req.bucket_name);
-                }
-                _ => {
-                    s.existing.remove(&req.bucket_name);
-                }
-            }
-            Ok(())
-        })
-    }
-
-    async fn create_bucket(&self, req: &BucketRequest) -> Result<BucketInfo, ProvisionError> {
-        self.with(|s| {
-            s.calls
-                .push(CosiCall::CreateBucket(req.bucket_name.clone()));
-            let owner = s
-                .buckets
-                .entry(req.bucket_name.clone())
-                .or_insert_with(|| req.claim.uid.clone());
-            if *owner != req.claim.uid {
-                return Err(ProvisionError::already_exists(format!(
-                    "bucket {} belongs to another claim",
-                    req.bucket_name
-                )));
-            }
-            Ok(BucketInfo::new(endpoint()))
-        })
-    }
-
-    async fn existing_bucket(&self, req: &BucketRequest) -> Result<BucketInfo, ProvisionError> {
-        self.with(|s| {
-            s.calls
-                .push(CosiCall::ExistingBucket(req.bucket_name.clone()));
-            if s.existing.contains(&req.bucket_name) {
-                Ok(BucketInfo::new(endpoint()))
-            } else {
-                Err(ProvisionError::not_found(format!(
-                    "bucket {} does not exist in the store: create it there",
-                    req.bucket_name
-                )))
-            }
-        })
-    }
-
-    async fn grant_access(&self, req: &AccessRequest) -> Result<AccessGrant, ProvisionError> {
-        let buckets: Vec<(String, String)> = req
-            .buckets
-            .iter()
-            .map(|b| (b.bucket_name.clone(), b.mode.as_str().to_owned()))
-            .collect();
-        let multi = self.multi_bucket;
-        self.with(|s| {
-            s.calls.push(CosiCall::GrantAccess(
-                req.account_name.clone(),
-                buckets.clone(),
-            ));
-            if buckets.len() > 1 && !multi {
-                return Err(ProvisionError::multi_bucket_unsupported(
-                    "this store gives one credential access to one bucket only: create one BucketAccess per claim",
-                )
-                .with_nothing_created());
-            }
-            if let Some(b) = req
-                .buckets
-                .iter()
-                .find(|b| !s.buckets.contains_key(&b.bucket_name) && !s.existing.contains(&b.bucket_name))
-            {
-                return Err(ProvisionError::not_found(format!("bucket {} does not exist", b.bucket_name)));
-            }
-            if req.buckets.iter().any(|b| b.mode == AccessMode::WriteOnly) {
-                return Err(ProvisionError::unsupported_access_mode(
-                    AccessMode::WriteOnly,
-                    "this store cannot grant WriteOnly: ask for ReadWrite",
-                ));
-            }
-            s.accounts.insert(req.account_name.clone(), buckets);
-            Ok(AccessGrant::new(
-                req.account_name.clone(),
-                Credentials::new(format!("AK-{}", req.account_name), format!("SK-{}", req.account_name)),
-                endpoint(),
-            ))
-        })
-    }
-
-    async fn revoke_access(&self, req: &AccessRevocation) -> Result<(), ProvisionError> {
-        self.with(|s| {
-            s.calls.push(CosiCall::RevokeAccess(req.account_id.clone()));
-            s.accounts.remove(&req.account_id);
-            Ok(())
-        })
+impl Drop for Driver {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
     }
 }
 
-/// Installs the COSI CRDs (`crds/cosi/`, as checked in).
-pub async fn install_cosi_crds(env: &TestEnv) -> Result<()> {
-    for (name, _) in lib_provisioner::cosi::api::crd_files() {
-        let yaml = crate::setup::repo_file(&format!("crds/cosi/{name}"))?;
-        env.install_crds(&yaml).await?;
+/// A channel to the driver on `socket`, once it answers (10 s at most: a
+/// socket left by an earlier run refuses until the driver replaces it).
+pub async fn connect(socket: &Path) -> Result<Channel> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match try_connect(socket).await {
+            Ok(channel) => return Ok(channel),
+            Err(e) if tokio::time::Instant::now() > deadline => {
+                return Err(e).with_context(|| {
+                    format!("no driver answers on {} after 10 s", socket.display())
+                });
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
     }
-    Ok(())
 }
 
-// The gRPC client support of the cosi-core branch, which added a
-// tests/src/cosi.rs of its own: kept in its own file, its items at the
-// paths its tests use (`obc_tests::cosi::Driver`, ...).
-#[path = "cosi_grpc_client.rs"]
-mod grpc_client;
-pub use grpc_client::{DRIVER_NAME, Driver, connect};
+async fn try_connect(socket: &Path) -> Result<Channel> {
+    let path = socket.to_owned();
+    // The URI is not used: every connection goes to the socket.
+    let channel = Endpoint::try_from("http://[::]:0")?
+        .connect_with_connector(tower::service_fn(move |_: Uri| {
+            let path = path.clone();
+            async move { UnixStream::connect(path).await.map(TokioIo::new) }
+        }))
+        .await?;
+    Ok(channel)
+}

@@ -6,6 +6,7 @@
 
 pub mod cosi;
 pub mod cosi_e2e;
+pub mod cosi_recording;
 pub mod protogen;
 pub mod rbac;
 pub mod recording;

@@ -12,7 +12,7 @@ use kube::{Client, ResourceExt};
 use lib_provisioner::ControllerBuilder;
 use lib_provisioner::cosi::CosiOptions;
 use lib_provisioner::cosi::api::*;
-use obc_tests::cosi::{CosiCall, CosiRecorder, DRIVER, ENDPOINT, install_cosi_crds};
+use obc_tests::cosi_recording::{CosiCall, CosiRecorder, DRIVER, ENDPOINT, install_cosi_crds};
 use obc_tests::recording::{PROVISIONER, RunningController, events_for, wait_gone};
 use obc_tests::setup::start_with_crds;
 use obc_tests::{TestEnv, wait_for};
@@ -512,6 +512,14 @@ async fn accesses_get_secrets_in_their_modes_and_are_revoked_on_deletion() {
     controller.stop().await.expect("controller stops");
 }
 
+/// A BucketAccess (name, class, claims with modes) and the refusal it gets.
+type Refusal = (
+    &'static str,
+    &'static str,
+    Vec<(&'static str, BucketAccessMode)>,
+    &'static str,
+);
+
 #[tokio::test(flavor = "multi_thread")]
 async fn refusals_are_shown_on_the_users_objects() {
     let (env, client) = setup().await;
@@ -537,7 +545,7 @@ async fn refusals_are_shown_on_the_users_objects() {
     wait_claim_ready(&client, ns, "logs").await;
 
     let refused = |m: &'static str| move |s: &BucketAccessStatus| error_of(s).contains(m);
-    let checks: [(&str, &str, Vec<(&str, BucketAccessMode)>, &'static str); 4] = [
+    let checks: [Refusal; 4] = [
         (
             "wo",
             "no-write-only",

@@ -22,6 +22,9 @@
 //! from what exists; each step is one write or one provisioner call, so a
 //! restart after any of them takes the same decision again
 //! ([`failpoint::POINTS`] names the crash points).
+//!
+//! `grpc` (feature `cosi-grpc`) is the other way in: the provisioner as a
+//! COSI gRPC driver behind upstream's own sidecar.
 
 mod access;
 pub mod api;
@@ -29,8 +32,6 @@ mod bucket;
 mod claim;
 mod context;
 pub mod failpoint;
-#[cfg(feature = "cosi-grpc")]
-pub mod grpc;
 mod keys;
 mod options;
 mod plan;
@@ -40,3 +41,5 @@ pub(crate) mod wiring;
 mod writes;
 
 pub use options::{CosiOptions, InvalidDriverName};
+#[cfg(feature = "cosi-grpc")]
+pub mod grpc;

@@ -12,9 +12,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::context::REFUSED_RETRY;
 
-/// UID → (generation, when, message).
+/// A refusal: the generation it answered, when, and its message.
+type Refusal = (Option<i64>, Instant, String);
+
+/// UID → its standing refusal.
 #[derive(Default)]
-pub(crate) struct Refusals(Mutex<HashMap<String, (Option<i64>, Instant, String)>>);
+pub(crate) struct Refusals(Mutex<HashMap<String, Refusal>>);
 
 impl Refusals {
     /// The refusal still standing for this object's generation, if any.

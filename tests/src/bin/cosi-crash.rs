@@ -1,5 +1,5 @@
 //! The library with COSI on (both roles) and the file-backed
-//! [`CosiRecorder`](obc_tests::cosi::CosiRecorder), as a process the COSI
+//! [`CosiRecorder`](obc_tests::cosi_recording::CosiRecorder), as a process the COSI
 //! crash-point test can abort and restart (`tests/tests/cosi_crash_points.rs`).
 //!
 //! Environment: `KUBECONFIG`; `COSI_STORE_FILE` (the recorder's state,
@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use lib_provisioner::ControllerBuilder;
 use lib_provisioner::cosi::CosiOptions;
-use obc_tests::cosi::{CosiRecorder, DRIVER};
+use obc_tests::cosi_recording::{CosiRecorder, DRIVER};
 use tracing_subscriber::EnvFilter;
 
 #[tokio::main]
