@@ -795,12 +795,17 @@ async fn serve_a_claim(
         "--log-format=json: every line is a JSON object:\n{text}"
     );
 
+    let needed: Vec<_> = NEEDED_BUT_NOT_EXERCISED
+        .iter()
+        .chain(obc_tests::cosi_e2e::COSI_NEEDED_BUT_NOT_EXERCISED)
+        .copied()
+        .collect();
     check_rbac_is_exactly_what_is_used(
         &env.audit_log_path(),
         &manifests,
         "the chart's RBAC",
         (NAMESPACE, &sa),
-        NEEDED_BUT_NOT_EXERCISED,
+        &needed,
     )?;
     store.stop().await;
     assert_no_leaks(env.dir()).context("no credential in any log")?;

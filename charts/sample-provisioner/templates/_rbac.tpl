@@ -95,6 +95,11 @@ controllers watch every namespace. */}}
 - apiGroups: ["objectstorage.k8s.io"]
   resources: ["bucketaccesses/status"]
   verbs: ["patch"]
+# Owner references with blockOwnerDeletion on the access Secrets (the
+# OwnerReferencesPermissionEnforcement admission plugin checks this).
+- apiGroups: ["objectstorage.k8s.io"]
+  resources: ["bucketaccesses/finalizers"]
+  verbs: ["update"]
 # The classes: cached, read; never written.
 - apiGroups: ["objectstorage.k8s.io"]
   resources: ["bucketclasses", "bucketaccessclasses"]
