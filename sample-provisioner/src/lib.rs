@@ -12,6 +12,8 @@
 //!   also serves Kubernetes COSI: buckets without users, and one user per
 //!   access principal ([`credentials::per_principal`]); `--cosi-driver`
 //!   serves it to the COSI sidecar over gRPC.
+//! - [`serve`]: COSI's controllers in-process beside ObjectBucketClaims
+//!   (`--cosi`, on when COSI's CRDs are installed).
 //!
 //! See `docs/sample-provisioner.md` for parameters, credentials modes and
 //! deployment.
@@ -24,6 +26,7 @@ pub mod http;
 pub mod intents;
 pub mod params;
 pub mod s3;
+pub mod serve;
 pub mod store;
 
 pub use s3::S3Provisioner;

@@ -10,9 +10,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{ArgAction, Parser, ValueEnum};
+use lib_provisioner::cosi::{CosiOptions, InvalidDriverName};
 use lib_provisioner::leader::LeaderElection;
 use lib_provisioner::{ControllerBuilder, names};
 use sample_provisioner::S3Provisioner;
+use sample_provisioner::serve::{CosiMode, with_cosi};
 use tokio::signal::unix::{SignalKind, signal};
 use tracing::{error, info, warn};
 use tracing_subscriber::EnvFilter;
@@ -24,12 +26,14 @@ const EXIT_CONFIG: u8 = 2;
 #[command(
     name = "sample-provisioner",
     version,
-    about = "Object bucket provisioner for S3-compatible stores (objectbucket.io/v1alpha1)",
+    about = "Object bucket provisioner for S3-compatible stores (objectbucket.io/v1alpha1, and COSI objectstorage.k8s.io/v1alpha2)",
     long_about = "Object bucket provisioner for S3-compatible stores.\n\n\
         Serves ObjectBucketClaims whose StorageClass names this provisioner: creates the \
         bucket on the store given by the class's `endpoint` parameter, and writes a Secret \
-        (credentials) and a ConfigMap (endpoint) named after the claim. Each flag can also \
-        be set through the environment variable shown."
+        (credentials) and a ConfigMap (endpoint) named after the claim. With COSI's CRDs \
+        installed it also serves BucketClaims and BucketAccesses of the classes naming its \
+        COSI driver (--cosi, --cosi-driver-name). Each flag can also be set through the \
+        environment variable shown."
 )]
 struct Cli {
     /// Provisioner name: only StorageClasses whose `provisioner` field is exactly this are served.
@@ -132,21 +136,58 @@ struct Cli {
     )]
     cosi_endpoint: PathBuf,
 
-    /// The COSI driver's name, which BucketClasses and BucketAccessClasses give as driverName (lower-case DNS labels, at most 63 characters).
-    #[arg(
-        long,
-        env = "OBC_COSI_DRIVER_NAME",
-        default_value = "s3.sample.objectbucket.io"
-    )]
-    cosi_driver_name: String,
-
     /// Log format: `text` for people, `json` (one object per line) for log collectors.
     #[arg(long, env = "OBC_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
 
+    /// Serve COSI (objectstorage.k8s.io/v1alpha2: BucketClaims, BucketAccesses) in-process too: `auto` when the apiserver serves COSI's CRDs (crds/cosi/) and --cosi-driver is off (with it, upstream's controller and sidecar serve the Kubernetes side), `on` (fail without the CRDs), `off`.
+    #[arg(long, env = "OBC_COSI", value_enum, default_value_t = CosiArg::Auto, value_name = "MODE")]
+    cosi: CosiArg,
+
+    /// COSI driver name, which BucketClasses and BucketAccessClasses give as driverName: what --cosi serves in-process and what --cosi-driver reports over gRPC (dot-separated lower-case labels, at most 63 characters).
+    #[arg(
+        long,
+        env = "OBC_COSI_DRIVER_NAME",
+        default_value = sample_provisioner::serve::DEFAULT_DRIVER_NAME,
+        value_name = "NAME"
+    )]
+    cosi_driver_name: String,
+
+    /// Run COSI's binding role too (BucketClaims get their Buckets, BucketAccesses are checked and handed to the driver). `false` where upstream's COSI controller runs, so that only it binds.
+    #[arg(
+        long,
+        env = "OBC_COSI_BINDING",
+        value_name = "BOOL",
+        default_value_t = true,
+        action = ArgAction::Set,
+        num_args = 0..=1,
+        default_missing_value = "true"
+    )]
+    cosi_binding: bool,
+
     /// Log filter, RUST_LOG syntax: a level (info, debug) or directives (info,sample_provisioner=debug,lib_provisioner=debug).
     #[arg(long, env = "RUST_LOG", default_value = "info", value_name = "FILTER")]
     log_level: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum CosiArg {
+    /// When COSI's CRDs are installed.
+    Auto,
+    /// Always (COSI's CRDs must be installed).
+    On,
+    /// Never.
+    Off,
+}
+
+impl From<CosiArg> for CosiMode {
+    fn from(arg: CosiArg) -> Self {
+        match arg {
+            CosiArg::Auto => CosiMode::Auto,
+            CosiArg::On => CosiMode::On,
+            CosiArg::Off => CosiMode::Off,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -192,7 +233,22 @@ impl Cli {
         if self.provisioner_name.trim().is_empty() {
             return Err("--provisioner-name must not be empty".into());
         }
+        self.cosi_options()
+            .map_err(|e| format!("--cosi-driver-name (OBC_COSI_DRIVER_NAME): {e}"))?;
+        if self.cosi == CosiArg::On && self.cosi_driver {
+            return Err("--cosi=on and --cosi-driver both serve COSI's Buckets and BucketAccesses: with the gRPC driver (for upstream's sidecar) use --cosi=off or auto".into());
+        }
         Ok(())
+    }
+
+    /// The COSI driver and roles, if COSI is served.
+    fn cosi_options(&self) -> Result<CosiOptions, InvalidDriverName> {
+        let options = CosiOptions::new(self.cosi_driver_name.trim())?;
+        Ok(if self.cosi_binding {
+            options
+        } else {
+            options.without_binding()
+        })
     }
 }
 
@@ -278,7 +334,7 @@ async fn run(cli: Cli) -> Result<(), String> {
             .with_intent_namespace(cli.lease_namespace.clone()),
     );
     let (stop, stopping) = tokio::sync::watch::channel(false);
-    let cosi = cosi_driver(&cli, provisioner.clone(), stopping.clone())?;
+    let grpc = cosi_driver(&cli, provisioner.clone(), stopping.clone())?;
     let mut builder = ControllerBuilder::new(cli.provisioner_name.clone(), provisioner)
         .namespaces(namespaces)
         .concurrency(cli.concurrency)
@@ -303,6 +359,28 @@ async fn run(cli: Cli) -> Result<(), String> {
     if !cli.no_metrics {
         builder = builder.serve_on(cli.metrics_addr);
     }
+    let options = cli.cosi_options().map_err(|e| e.to_string())?;
+    // The gRPC driver (--cosi-driver) serves upstream's sidecar, which with
+    // upstream's controller serves the Kubernetes side: auto stays off.
+    let mode = match (cli.cosi, cli.cosi_driver) {
+        (CosiArg::Auto, true) => CosiMode::Off,
+        (arg, _) => CosiMode::from(arg),
+    };
+    let cosi = mode
+        .resolve(&client, options)
+        .await
+        .map_err(|e| e.to_string())?;
+    match &cosi {
+        Some(o) => info!(
+            driver = %o.driver_name(),
+            binding = o.binding(),
+            "serving COSI (objectstorage.k8s.io/v1alpha2) too"
+        ),
+        None => {
+            info!(mode = ?cli.cosi, "not serving COSI (--cosi=on serves it; its CRDs are in crds/cosi/)")
+        }
+    }
+    let builder = with_cosi(builder, cosi);
 
     tokio::spawn(async move {
         shutdown_signal().await;
@@ -319,8 +397,8 @@ async fn run(cli: Cli) -> Result<(), String> {
                 other => other.to_string(),
             })
     };
-    match cosi {
-        Some(cosi) => tokio::try_join!(controller, cosi).map(drop),
+    match grpc {
+        Some(grpc) => tokio::try_join!(controller, grpc).map(drop),
         None => controller.await,
     }
 }
@@ -465,6 +543,38 @@ mod tests {
             assert!(Cli::try_parse_from(argv).is_err(), "{args:?}");
         }
         assert!(parse(&["--provisioner-name", " "]).validate().is_err());
+    }
+
+    #[test]
+    fn cosi_is_auto_with_the_default_driver_and_binding_on() {
+        let cli = parse(&[]);
+        assert_eq!(cli.cosi, CosiArg::Auto);
+        let options = cli.cosi_options().expect("default driver");
+        assert_eq!(options.driver_name(), "sample-s3.objectbucket.io");
+        assert!(options.binding());
+        let cli = parse(&[
+            "--cosi=off",
+            "--cosi-binding=false",
+            "--cosi-driver-name",
+            "s3.example.com",
+        ]);
+        assert_eq!(CosiMode::from(cli.cosi), CosiMode::Off);
+        let options = cli.cosi_options().expect("driver");
+        assert_eq!(options.driver_name(), "s3.example.com");
+        assert!(!options.binding());
+        assert!(parse(&["--cosi=on"]).cosi == CosiArg::On);
+    }
+
+    #[test]
+    fn a_driver_name_cosi_refuses_is_a_usage_error() {
+        let err = parse(&["--cosi-driver-name", "objectbucket.io/sample-s3"])
+            .validate()
+            .expect_err("a '/' in a driver name");
+        assert!(err.contains("--cosi-driver-name"), "{err}");
+        assert!(Cli::try_parse_from(["sample-provisioner", "--cosi", "maybe"]).is_err());
+        let both = parse(&["--cosi=on", "--cosi-driver"]).validate();
+        assert!(both.is_err_and(|e| e.contains("--cosi=off")));
+        assert!(parse(&["--cosi-driver"]).validate().is_ok());
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! an application Pod using a claim ([`node_chart`]).
 
 pub mod cosi;
+pub mod cosi_e2e;
 pub mod cosi_recording;
 pub mod lease;
 pub mod node_chart;

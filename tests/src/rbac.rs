@@ -299,6 +299,14 @@ pub fn audited_requests(path: &Path, user: &str) -> Result<(BTreeSet<Request>, V
         if e["user"]["username"] != user {
             continue;
         }
+        // A request for no object (discovery: /apis/<group>/<version>,
+        // /version) is a non-resource URL, which Kubernetes' own
+        // system:discovery role lets every authenticated user read; no
+        // manifest of ours grants or could narrow it. Refused, it still
+        // counts as denied.
+        if e["objectRef"].is_null() && e["responseStatus"]["code"] != 403 {
+            continue;
+        }
         let r = &e["objectRef"];
         let str_of = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_owned();
         let resource = match r["subresource"].as_str() {

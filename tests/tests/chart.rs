@@ -103,7 +103,19 @@ fn deployment(docs: &[serde_yaml::Value]) -> Deployment {
     serde_yaml::from_value(found[0].clone()).expect("Deployment")
 }
 
-const NAMESPACED: &[&str] = &["rbac.scope=namespaced", "watchNamespaces={apps}"];
+/// Namespaced RBAC; COSI off (its controllers watch every namespace).
+const NAMESPACED: &[&str] = &[
+    "rbac.scope=namespaced",
+    "watchNamespaces={apps}",
+    "cosi.enabled=false",
+];
+/// The example StorageClass and the example COSI classes on one store.
+const COSI_EXAMPLES: &[&str] = &[
+    "exampleStorageClass.enabled=true",
+    "exampleStorageClass.endpoint=http://s3.storage.svc:9000",
+    "cosi.exampleClasses.enabled=true",
+    "cosi.exampleClasses.parameters.forceDelete=true",
+];
 const TENANT_ROLES_OFF: &[&str] = &[
     "rbac.aggregateToDefaultRoles=false",
     "rbac.objectBucketsReaderRole=false",
@@ -131,7 +143,13 @@ fn the_install_script_builds_the_helm_the_tests_look_for() {
 #[test]
 fn the_chart_lints_in_every_mode() {
     let helm = Helm::new();
-    for values in [&[][..], NAMESPACED, EVERYTHING_ON, TENANT_ROLES_OFF] {
+    for values in [
+        &[][..],
+        NAMESPACED,
+        EVERYTHING_ON,
+        TENANT_ROLES_OFF,
+        COSI_EXAMPLES,
+    ] {
         let mut args = vec!["lint", "--strict", CHART];
         for v in values {
             args.extend(["--set", v]);
@@ -156,6 +174,40 @@ fn the_chart_lints_in_every_mode() {
     ] {
         assert!(!of_kind(&docs, kind).is_empty(), "no {kind} rendered");
     }
+    let docs = documents(&helm.template(COSI_EXAMPLES).expect("template"));
+    for kind in ["BucketClass", "BucketAccessClass"] {
+        let found = of_kind(&docs, kind);
+        assert_eq!(found.len(), 1, "{kind}s rendered: {found:?}");
+        assert_eq!(found[0]["spec"]["driverName"], "sample-s3.objectbucket.io");
+    }
+    let class = of_kind(&docs, "BucketClass")[0];
+    assert_eq!(
+        class["spec"]["parameters"]["endpoint"],
+        "http://s3.storage.svc:9000"
+    );
+    assert_eq!(class["spec"]["parameters"]["forceDelete"], "true");
+    let args = deployment(&docs)
+        .spec
+        .template
+        .spec
+        .expect("pod")
+        .containers[0]
+        .args
+        .clone()
+        .unwrap_or_default();
+    for arg in [
+        "--cosi=on",
+        "--cosi-driver-name=sample-s3.objectbucket.io",
+        "--cosi-binding=true",
+    ] {
+        assert!(args.iter().any(|a| a == arg), "{arg} not in {args:?}");
+    }
+    let off = documents(&helm.template(&["cosi.enabled=false"]).expect("template"));
+    let args = deployment(&off).spec.template.spec.expect("pod").containers[0]
+        .args
+        .clone()
+        .unwrap_or_default();
+    assert!(args.iter().any(|a| a == "--cosi=off"), "{args:?}");
 }
 
 #[test]
@@ -183,6 +235,19 @@ fn values_the_chart_cannot_serve_are_refused_with_the_value_named() {
             "exampleStorageClass.endpoint",
         ),
         (&["serviceAccount.create=false"], "serviceAccount.name"),
+        (
+            &["rbac.scope=namespaced", "watchNamespaces={apps}"],
+            "cosi.enabled=false",
+        ),
+        (&["cosi.driverName=objectbucket.io/sample-s3"], "driverName"),
+        (
+            &["cosi.enabled=false", "cosi.exampleClasses.enabled=true"],
+            "cosi.enabled",
+        ),
+        (
+            &["cosi.exampleClasses.enabled=true"],
+            "exampleStorageClass.endpoint",
+        ),
     ] {
         let err = helm
             .template(values)
@@ -192,19 +257,26 @@ fn values_the_chart_cannot_serve_are_refused_with_the_value_named() {
     }
 }
 
-/// The files in `dir` (`what`), by name, with their contents.
+/// The files in `dir` (`what`) and its subdirectories (`crds/cosi/`), by
+/// path under `dir`, with their contents.
 fn files_in(dir: &std::path::Path, what: &str) -> BTreeMap<String, String> {
-    std::fs::read_dir(dir)
-        .expect(what)
-        .map(|entry| {
-            let path = entry.expect("entry").path();
-            let name = path.file_name().expect("name").to_string_lossy();
-            (
-                name.into_owned(),
-                std::fs::read_to_string(&path).expect("crd"),
-            )
-        })
-        .collect()
+    let mut files = BTreeMap::new();
+    for entry in std::fs::read_dir(dir).expect(what) {
+        let path = entry.expect("entry").path();
+        let name = path
+            .file_name()
+            .expect("name")
+            .to_string_lossy()
+            .into_owned();
+        if path.is_dir() {
+            for (sub, text) in files_in(&path, what) {
+                files.insert(format!("{name}/{sub}"), text);
+            }
+        } else {
+            files.insert(name, std::fs::read_to_string(&path).expect("crd"));
+        }
+    }
+    files
 }
 
 /// The CRDs as the chart has them (`helm show crds`, and inside the
@@ -214,7 +286,10 @@ fn the_charts_crds_are_the_generated_ones() {
     let helm = Helm::new();
     let crds_dir = repo().join("crds");
     let generated = files_in(&crds_dir, "crds/");
-    assert_eq!(generated.len(), 2, "{generated:?}");
+    // The two of objectbucket.io, and COSI's five under crds/cosi/.
+    assert_eq!(generated.len(), 7, "{:?}", generated.keys());
+    let cosi = generated.keys().filter(|n| n.starts_with("cosi/")).count();
+    assert_eq!(cosi, 5, "{:?}", generated.keys());
     // What `cargo run -p obc-tests --bin crdgen` writes is what is on disk.
     for (name, yaml) in lib_provisioner::api::crd_files() {
         assert_eq!(generated.get(name), Some(&yaml), "crds/{name} drifted");
@@ -287,10 +362,15 @@ fn the_rendered_pod_is_locked_down_and_the_rbac_is_deploys() {
         Some("sample-provisioner")
     );
 
-    // Cluster scope: the same grants as deploy/rbac.yaml, which the sample
-    // test checks against the audit log too.
+    // Cluster scope: the same grants as deploy/rbac.yaml and
+    // deploy/rbac-cosi.yaml, which the sample tests check against the
+    // audit log too.
     let rendered = helm.template(&[]).expect("template");
-    let deploy = repo_file("deploy/rbac.yaml").expect("rbac");
+    let deploy = format!(
+        "{}\n---\n{}",
+        repo_file("deploy/rbac.yaml").expect("rbac"),
+        repo_file("deploy/rbac-cosi.yaml").expect("rbac-cosi")
+    );
     let sa = (NAMESPACE, "sample-provisioner");
     assert_eq!(
         grants_of(&rendered, sa.0, sa.1).expect("chart grants"),
@@ -384,21 +464,41 @@ fn cluster_roles(yaml: &str) -> BTreeMap<String, (Vec<String>, serde_yaml::Value
 fn the_tenant_roles_are_deploys_and_can_be_switched_off() {
     let helm = Helm::new();
     let deploy = cluster_roles(&repo_file("deploy/tenant-roles.yaml").expect("tenant roles"));
-    assert_eq!(deploy.len(), 3, "{deploy:?}");
+    assert_eq!(deploy.len(), 5, "{deploy:?}");
     for (name, (labels, rules)) in &deploy {
         let text = serde_yaml::to_string(rules).expect("rules");
         if labels.is_empty() {
             continue;
         }
+        // Never the controllers' status, nor a cluster-scoped kind.
+        let resources: Vec<String> = rules
+            .as_sequence()
+            .into_iter()
+            .flatten()
+            .flat_map(|r| r["resources"].as_sequence().cloned().unwrap_or_default())
+            .filter_map(|r| r.as_str().map(str::to_owned))
+            .collect();
         assert!(
-            !text.contains("objectbuckets") && !text.contains("/status"),
+            resources
+                .iter()
+                .all(|r| ["objectbucketclaims", "bucketclaims", "bucketaccesses"]
+                    .contains(&r.as_str())),
             "{name}, aggregated to {labels:?}, grants {text}"
         );
     }
+    let cosi_off = cluster_roles(&helm.template(&["cosi.enabled=false"]).expect("template"));
+    assert!(
+        cosi_off.keys().all(|n| !n.contains("cosi")),
+        "cosi.enabled=false still renders {:?}",
+        cosi_off.keys()
+    );
     for values in [&[][..], NAMESPACED] {
         let rendered = cluster_roles(&helm.template(values).expect("template"));
+        // COSI's only where COSI is served (NAMESPACED turns it off).
+        let cosi = !values.contains(&"cosi.enabled=false");
         for (name, role) in &deploy {
-            assert_eq!(rendered.get(name), Some(role), "{values:?}: {name}");
+            let expected = (cosi || !name.contains("-cosi-")).then_some(role);
+            assert_eq!(rendered.get(name), expected, "{values:?}: {name}");
         }
     }
     let off = cluster_roles(&helm.template(TENANT_ROLES_OFF).expect("template"));
@@ -459,6 +559,11 @@ async fn serve_a_claim(
         "exampleStorageClass.parameters.forceDelete=true".to_owned(),
         format!("metrics.port={port}"),
     ];
+    let cosi = !extra_values.contains(&"cosi.enabled=false");
+    if cosi {
+        values.push("cosi.exampleClasses.enabled=true".to_owned());
+        values.push("cosi.exampleClasses.parameters.forceDelete=true".to_owned());
+    }
     values.extend(extra_values.iter().map(|v| (*v).to_owned()));
     let mut set = Vec::new();
     for v in &values {
@@ -637,6 +742,10 @@ async fn serve_a_claim(
         .await
         .context("writing with the claim's credentials")?;
 
+    if cosi {
+        serve_cosi_example(&admin, claim_ns, &store).await?;
+    }
+
     if let Some(ns) = ignored_ns {
         let other = Api::<ObjectBucketClaim>::namespaced(admin.clone(), ns)
             .get(&name)
@@ -686,12 +795,17 @@ async fn serve_a_claim(
         "--log-format=json: every line is a JSON object:\n{text}"
     );
 
+    let needed: Vec<_> = NEEDED_BUT_NOT_EXERCISED
+        .iter()
+        .chain(obc_tests::cosi_e2e::COSI_NEEDED_BUT_NOT_EXERCISED)
+        .copied()
+        .collect();
     check_rbac_is_exactly_what_is_used(
         &env.audit_log_path(),
         &manifests,
         "the chart's RBAC",
         (NAMESPACE, &sa),
-        NEEDED_BUT_NOT_EXERCISED,
+        &needed,
     )?;
     store.stop().await;
     assert_no_leaks(env.dir()).context("no credential in any log")?;
@@ -712,6 +826,8 @@ async fn serve_a_claim(
         for crd in [
             "objectbucketclaims.objectbucket.io",
             "objectbuckets.objectbucket.io",
+            "bucketclaims.objectstorage.k8s.io",
+            "bucketaccesses.objectstorage.k8s.io",
         ] {
             crds.get(crd)
                 .await
@@ -744,4 +860,73 @@ fn free_port() -> Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port())
+}
+
+/// `deploy/example-bucketclaim.yaml` (a BucketClaim and a ReadWrite
+/// BucketAccess) in `ns`, served through the chart's example COSI classes:
+/// both become ready, the access Secret's keys write to the bucket,
+/// deleting the BucketAccess deletes its Secret and deleting the claim
+/// (Delete) deletes the bucket.
+async fn serve_cosi_example(admin: &kube::Client, ns: &str, store: &RustFs) -> Result<()> {
+    use obc_tests::cosi_e2e::{Kind, access_keys, api, status_str, wait_ready};
+    let mut names = Vec::new();
+    for doc in repo_file("deploy/example-bucketclaim.yaml")?.split("\n---") {
+        let mut o: kube::api::DynamicObject = serde_yaml::from_str(doc)?;
+        o.metadata.namespace = Some(ns.to_owned());
+        let kind = match o.types.as_ref().map(|t| t.kind.as_str()) {
+            Some("BucketClaim") => Kind::BucketClaim,
+            Some("BucketAccess") => Kind::BucketAccess,
+            other => bail!("deploy/example-bucketclaim.yaml holds a {other:?}"),
+        };
+        let name = o.metadata.name.clone().context("name")?;
+        api(admin, kind, ns)
+            .create(&PostParams::default(), &o)
+            .await?;
+        names.push((kind, name, o));
+    }
+    let (claim, access) = match names.as_slice() {
+        [(Kind::BucketClaim, c, _), (Kind::BucketAccess, a, o)] => {
+            (c.clone(), (a.clone(), o.clone()))
+        }
+        _ => bail!("deploy/example-bucketclaim.yaml: a BucketClaim, then a BucketAccess"),
+    };
+    let bound = wait_ready(admin, Kind::BucketClaim, ns, &claim, T).await?;
+    wait_ready(admin, Kind::BucketAccess, ns, &access.0, T).await?;
+    let secret = access.1.data["spec"]["bucketClaims"][0]["accessSecretName"]
+        .as_str()
+        .context("accessSecretName")?
+        .to_owned();
+    let keys = access_keys(admin, ns, &secret).await?;
+    keys.s3()
+        .put_object()
+        .bucket(&keys.bucket)
+        .key("hello.txt")
+        .body(ByteStream::from_static(b"hello through COSI"))
+        .send()
+        .await
+        .context("writing with the BucketAccess's keys")?;
+    let bucket_object = status_str(&bound, "boundBucketName").context("boundBucketName")?;
+    let accesses = api(admin, Kind::BucketAccess, ns);
+    accesses.delete(&access.0, &DeleteParams::default()).await?;
+    wait_gone(&accesses, &access.0, T).await?;
+    wait_gone(&Api::<Secret>::namespaced(admin.clone(), ns), &secret, T).await?;
+    let claims = api(admin, Kind::BucketClaim, ns);
+    claims.delete(&claim, &DeleteParams::default()).await?;
+    wait_gone(&claims, &claim, T).await?;
+    wait_gone(&api(admin, Kind::Bucket, ""), &bucket_object, T).await?;
+    let root = store.root_client();
+    wait_for(T, "the COSI bucket to be deleted", || {
+        let (root, bucket) = (root.clone(), keys.bucket.clone());
+        async move {
+            Ok(root
+                .head_bucket()
+                .bucket(bucket)
+                .send()
+                .await
+                .is_err()
+                .then_some(()))
+        }
+    })
+    .await?;
+    Ok(())
 }

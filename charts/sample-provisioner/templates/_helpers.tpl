@@ -63,6 +63,12 @@ app.kubernetes.io/part-of: object-bucket-provisioner
 {{- if and (eq .Values.rbac.scope "namespaced") (empty .Values.watchNamespaces) }}
 {{- fail "rbac.scope namespaced needs watchNamespaces: the namespaces whose claims are served" }}
 {{- end }}
+{{- if and (eq .Values.rbac.scope "namespaced") .Values.cosi.enabled }}
+{{- fail "rbac.scope namespaced needs cosi.enabled=false: the COSI controllers watch every namespace, which a namespaced install does not grant" }}
+{{- end }}
+{{- if and .Values.cosi.exampleClasses.enabled (not .Values.cosi.enabled) }}
+{{- fail "cosi.exampleClasses.enabled needs cosi.enabled: nothing would serve the example COSI classes" }}
+{{- end }}
 {{- if and .Values.exampleStorageClass.enabled (empty .Values.exampleStorageClass.endpoint) }}
 {{- fail "exampleStorageClass.endpoint: set the root URL of the store's S3 API (exampleStorageClass.enabled is true)" }}
 {{- end }}

@@ -66,3 +66,52 @@ subjects:
     name: {{ include "sample-provisioner.serviceAccountName" .root }}
     namespace: {{ .root.Release.Namespace }}
 {{- end }}
+
+{{/* COSI's rules (deploy/rbac-cosi.yaml): cluster-wide, since its
+controllers watch every namespace. */}}
+{{- define "sample-provisioner.cosiRules" -}}
+# BucketClaims: cached (list/watch), read (get); binding role: merge-patched
+# (finalizer, has-bucketaccess-references annotation), status merge-patched.
+- apiGroups: ["objectstorage.k8s.io"]
+  resources: ["bucketclaims"]
+  verbs: ["get", "list", "watch", "patch"]
+- apiGroups: ["objectstorage.k8s.io"]
+  resources: ["bucketclaims/status"]
+  verbs: ["patch"]
+# Buckets (cluster-scoped): cached, read, created for a claim and deleted
+# with it, patched (static claim UID, being-deleted annotation, finalizer);
+# status merge-patched by the driver role.
+- apiGroups: ["objectstorage.k8s.io"]
+  resources: ["buckets"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+- apiGroups: ["objectstorage.k8s.io"]
+  resources: ["buckets/status"]
+  verbs: ["patch"]
+# BucketAccesses: cached, read, patched (finalizer, cleanup annotation);
+# status merge-patched.
+- apiGroups: ["objectstorage.k8s.io"]
+  resources: ["bucketaccesses"]
+  verbs: ["get", "list", "watch", "patch"]
+- apiGroups: ["objectstorage.k8s.io"]
+  resources: ["bucketaccesses/status"]
+  verbs: ["patch"]
+# Owner references with blockOwnerDeletion on the access Secrets (the
+# OwnerReferencesPermissionEnforcement admission plugin checks this).
+- apiGroups: ["objectstorage.k8s.io"]
+  resources: ["bucketaccesses/finalizers"]
+  verbs: ["update"]
+# The classes: cached, read; never written.
+- apiGroups: ["objectstorage.k8s.io"]
+  resources: ["bucketclasses", "bucketaccessclasses"]
+  verbs: ["get", "list", "watch"]
+# A BucketAccess's Secrets: created empty first, read, filled (patch), and
+# at revocation their finalizer removed (patch) and deleted; only those
+# the BucketAccess controls.
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get", "create", "patch", "delete"]
+# Events on the COSI objects.
+- apiGroups: ["events.k8s.io"]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+{{- end }}

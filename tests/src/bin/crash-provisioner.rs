@@ -23,6 +23,8 @@
 //! | `OBC_LEASE_DURATION_SECONDS` | `6` | lease duration (renewed every third) |
 //! | `OBC_BACKOFF_MAX_MS` | `2000` | cap of the per-claim retry backoff (the minimum is 100 ms) |
 //! | `OBC_METRICS_ADDR` | unset | serve `/metrics`, `/healthz`, `/readyz` here |
+//! | `OBC_COSI_DRIVER_NAME` | unset | serve COSI too, for this driver name (the COSI crash points are `lib_provisioner::cosi::failpoint::POINTS`) |
+//! | `OBC_COSI_BINDING` | `true` | `false`: COSI's driver role only |
 //! | `RUST_LOG` | `info` | log filter; logs go to stdout, one line per event, no colours |
 //!
 //! Exit codes: 0 after SIGTERM/Ctrl-C, 2 for a configuration error, 3 when
@@ -55,6 +57,7 @@ struct Config {
     lease_duration: Duration,
     backoff_max: Duration,
     metrics_addr: Option<SocketAddr>,
+    cosi: Option<lib_provisioner::cosi::CosiOptions>,
 }
 
 fn var(name: &str) -> Option<String> {
@@ -101,7 +104,20 @@ impl Config {
                     .map_err(|e| format!("OBC_METRICS_ADDR={raw:?} is not ADDR:PORT: {e}"))?,
             ),
         };
+        let cosi = match var("OBC_COSI_DRIVER_NAME") {
+            None => None,
+            Some(driver) => {
+                let options = lib_provisioner::cosi::CosiOptions::new(driver)
+                    .map_err(|e| format!("OBC_COSI_DRIVER_NAME: {e}"))?;
+                Some(if parsed("OBC_COSI_BINDING", true)? {
+                    options
+                } else {
+                    options.without_binding()
+                })
+            }
+        };
         Ok(Self {
+            cosi,
             lease_name: var("OBC_LEASE_NAME")
                 .unwrap_or_else(|| names::provisioner_label_value(&provisioner_name)),
             provisioner_name,
@@ -191,6 +207,8 @@ async fn run(config: Config) -> Result<(), Failure> {
     if let Some(addr) = config.metrics_addr {
         builder = builder.serve_on(addr);
     }
+    // As the sample's binary adds COSI.
+    let builder = sample_provisioner::serve::with_cosi(builder, config.cosi);
     Ok(builder.run(client, shutdown_signal()).await?)
 }
 

@@ -41,6 +41,8 @@ pub struct Launch {
     pub log_level: String,
     /// Claims reconciled at once (the binary's default is 8).
     pub concurrency: Option<u16>,
+    /// More environment variables (`OBC_COSI_DRIVER_NAME`, ...).
+    pub env: Vec<(String, String)>,
 }
 
 impl Launch {
@@ -57,6 +59,7 @@ impl Launch {
             tag: tag.into(),
             log_level: "info,lib_provisioner=debug,sample_provisioner=debug".into(),
             concurrency: None,
+            env: Vec::new(),
         }
     }
 
@@ -110,6 +113,9 @@ impl Launch {
         }
         if let Some(addr) = self.metrics {
             cmd.env("OBC_METRICS_ADDR", addr.to_string());
+        }
+        for (name, value) in &self.env {
+            cmd.env(name, value);
         }
         let child = spawn_provisioner(&mut cmd, &self.kubeconfig, &self.log_level, &log)?;
         Ok(Proc {

@@ -36,6 +36,7 @@ use obc_tests::reliability::{
 };
 
 mod bad_input;
+mod cosi_crash_points;
 mod crash_points;
 mod faults;
 mod random_kills;

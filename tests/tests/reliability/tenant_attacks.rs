@@ -5,8 +5,10 @@
 //! [`Summary`](obc_tests::reliability::Summary) (`attacks`,
 //! `foreign_buckets`, `foreign_revocations`, `data_lost`); each of the last
 //! three must stay 0. The threat model they prove is `docs/security.md`.
+//! `cosi` does the same through COSI's BucketClaims and BucketAccesses.
 
 mod after_bind;
+mod cosi;
 mod provision;
 mod store;
 
