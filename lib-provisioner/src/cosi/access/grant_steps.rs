@@ -36,6 +36,13 @@ pub(crate) struct Memory {
     revoked: bool,
 }
 
+impl Memory {
+    /// Whether this pass revoked the access (or found it revoked).
+    pub(crate) fn revoked(&self) -> bool {
+        self.revoked
+    }
+}
+
 /// Observes for the driver role, plans, and takes the step.
 pub(crate) async fn pass<P: Provisioner>(
     ctx: &CosiContext<P>,

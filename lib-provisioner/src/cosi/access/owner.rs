@@ -1,15 +1,20 @@
 //! Which role a BucketAccess is with (COSI.md, "BucketAccess hand-off").
+//!
+//! Upstream also hands a BucketAccess back to the binding role when it
+//! carries `objectstorage.k8s.io/controller-management-override`. That
+//! annotation is the BucketAccess owner's to write, and the binding role
+//! does not revoke: a tenant who set it and then deleted the BucketAccess
+//! kept a store user with working keys (`tenant_attacks::cosi`). So once a
+//! driver has the BucketAccess, only the driver's own cleanup hands it back.
 
-use crate::cosi::api::{
-    BucketAccess, CONTROLLER_MANAGEMENT_OVERRIDE_ANNOTATION, SIDECAR_CLEANUP_FINISHED_ANNOTATION,
-};
+use crate::cosi::api::{BucketAccess, SIDECAR_CLEANUP_FINISHED_ANNOTATION};
 use crate::cosi::plan::has_annotation;
 
 /// The role a BucketAccess is with.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Owner {
-    /// The binding role: before the hand-off, after the driver's cleanup,
-    /// or when the override annotation says so.
+    /// The binding role: before the hand-off, and after the driver's
+    /// cleanup of a deleted BucketAccess.
     Binding,
     /// The driver named in `status.driverName`.
     Driver(String),
@@ -26,9 +31,65 @@ pub(crate) fn owner(access: &BucketAccess) -> Owner {
     let cleaned = meta.deletion_timestamp.is_some()
         && has_annotation(meta, SIDECAR_CLEANUP_FINISHED_ANNOTATION);
     match driver {
-        Some(d) if !has_annotation(meta, CONTROLLER_MANAGEMENT_OVERRIDE_ANNOTATION) && !cleaned => {
-            Owner::Driver(d)
-        }
+        Some(d) if !cleaned => Owner::Driver(d),
         _ => Owner::Binding,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cosi::api::{BucketAccessStatus, CONTROLLER_MANAGEMENT_OVERRIDE_ANNOTATION};
+
+    fn handed_off(annotations: &[&str], deleting: bool) -> BucketAccess {
+        let mut access = BucketAccess::new(
+            "a",
+            serde_json::from_value(serde_json::json!({
+                "bucketClaims": [], "bucketAccessClassName": "c", "protocol": "S3"
+            }))
+            .expect("spec"),
+        );
+        access.metadata.annotations = Some(
+            annotations
+                .iter()
+                .map(|a| ((*a).to_owned(), String::new()))
+                .collect(),
+        );
+        if deleting {
+            access.metadata.deletion_timestamp =
+                Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+                ));
+        }
+        access.status = Some(BucketAccessStatus {
+            driver_name: Some("d".into()),
+            ..Default::default()
+        });
+        access
+    }
+
+    #[test]
+    fn the_override_annotation_never_takes_an_access_from_its_driver() {
+        let ann = [CONTROLLER_MANAGEMENT_OVERRIDE_ANNOTATION];
+        assert_eq!(owner(&handed_off(&ann, false)), Owner::Driver("d".into()));
+        assert_eq!(owner(&handed_off(&ann, true)), Owner::Driver("d".into()));
+    }
+
+    #[test]
+    fn the_drivers_cleanup_hands_a_deleted_access_back() {
+        let cleaned = [SIDECAR_CLEANUP_FINISHED_ANNOTATION];
+        assert_eq!(owner(&handed_off(&cleaned, true)), Owner::Binding);
+        // Only once deleted: the annotation on a live access means nothing.
+        assert_eq!(
+            owner(&handed_off(&cleaned, false)),
+            Owner::Driver("d".into())
+        );
+    }
+
+    #[test]
+    fn before_the_hand_off_the_binding_role_has_it() {
+        let mut access = handed_off(&[], false);
+        access.status = None;
+        assert_eq!(owner(&access), Owner::Binding);
     }
 }

@@ -40,7 +40,7 @@ pub(crate) async fn reconcile<P: Provisioner>(
         else {
             return Ok(Action::await_change());
         };
-        let halt = match owner(&current) {
+        let halt = match confirmed_owner(&current, &ctx.driver, &memory) {
             Owner::Binding if ctx.binding => bind_pass(&ctx, &api, current.clone()).await?,
             Owner::Driver(d) if d == ctx.driver => {
                 grant_steps::pass(&ctx, &api, current.clone(), &mut memory).await?
@@ -60,6 +60,27 @@ pub(crate) async fn reconcile<P: Provisioner>(
         }
     }
     Err(Error::NoConvergence(MAX_STEPS))
+}
+
+/// [`owner`], except that a deleting BucketAccess our driver holds goes back
+/// to the binding role only once this pass revoked it. The
+/// `sidecar-cleanup-finished` annotation that hands it back is the
+/// BucketAccess owner's to write as well: trusted alone, a tenant could set
+/// it before deleting and keep a store user with working keys. Revoking is
+/// idempotent, so a repeat after a crash costs one call.
+fn confirmed_owner(access: &BucketAccess, driver: &str, memory: &Memory) -> Owner {
+    let handed_off = access
+        .status
+        .as_ref()
+        .is_some_and(|s| s.accessed_buckets.is_some() && s.driver_name.as_deref() == Some(driver));
+    match owner(access) {
+        Owner::Binding
+            if handed_off && access.metadata.deletion_timestamp.is_some() && !memory.revoked() =>
+        {
+            Owner::Driver(driver.to_owned())
+        }
+        o => o,
+    }
 }
 
 /// What one planning round of either role did.

@@ -381,10 +381,10 @@ async fn secret_created_first(suite: &CosiSuite, summary: &mut Summary) -> Resul
 
 /// With the controller down, the tenant (granted status writes, which the
 /// tenant roles never give) forges its objects' status to name the
-/// victim's Bucket, and annotates its own with the being-deleted and
-/// management-override annotations; then the controller starts. Nothing
-/// of the victim's is reached, and the overridden BucketAccess's keys are
-/// revoked when it is deleted.
+/// victim's Bucket, and annotates its own with the being-deleted,
+/// management-override and cleanup-finished annotations; then the
+/// controller starts. Nothing of the victim's is reached, and the
+/// annotated BucketAccess's keys are revoked when it is deleted.
 async fn forged_status_and_annotations(
     suite: &CosiSuite,
     summary: &mut Summary,
@@ -436,12 +436,15 @@ async fn forged_status_and_annotations(
     let forged_seen = watch_access(suite, summary, "forged", "forged-keys", victim, true).await?;
     wait_ready(admin, Kind::BucketAccess, TENANT, "override", T).await?;
     let override_keys = access_keys(admin, TENANT, "override-keys").await?;
+    // Both annotations that hand a BucketAccess back to the binding role,
+    // which does not revoke: the override, and the driver's own
+    // cleanup-finished, written before the deletion.
+    let hand_back = json!({"metadata": {"annotations": {
+        MANAGEMENT_OVERRIDE: "",
+        lib_provisioner::cosi::api::SIDECAR_CLEANUP_FINISHED_ANNOTATION: "",
+    }}});
     api(admin, Kind::BucketAccess, TENANT)
-        .patch(
-            "override",
-            &pp,
-            &Patch::Merge(&annotate(MANAGEMENT_OVERRIDE)),
-        )
+        .patch("override", &pp, &Patch::Merge(&hand_back))
         .await?;
     api(admin, Kind::BucketAccess, TENANT)
         .delete("override", &DeleteParams::default())
