@@ -101,6 +101,17 @@ struct Cli {
     )]
     lease_duration_seconds: u64,
 
+    /// How long the watches may stay broken (the apiserver unreachable)
+    /// before /healthz fails, so that the liveness probe restarts the Pod.
+    #[arg(
+        long,
+        env = "OBC_DEAD_WATCH_LIMIT_SECONDS",
+        default_value_t = lib_provisioner::WATCHES_DEAD_LIMIT.as_secs(),
+        value_name = "SECONDS",
+        value_parser = clap::value_parser!(u64).range(5..=86400)
+    )]
+    dead_watch_limit_seconds: u64,
+
     /// Address of the HTTP server for /metrics (Prometheus), /healthz and /readyz.
     #[arg(
         long,
@@ -339,7 +350,8 @@ async fn run(cli: Cli) -> Result<(), String> {
         .namespaces(namespaces)
         .concurrency(cli.concurrency)
         // Greenfield bucket names are held by Leases in our own namespace.
-        .bucket_name_records(cli.lease_namespace.clone());
+        .bucket_name_records(cli.lease_namespace.clone())
+        .dead_watch_limit(Duration::from_secs(cli.dead_watch_limit_seconds));
     if cli.leader_elect {
         let election = LeaderElection::new(
             cli.lease_namespace.clone(),

@@ -24,6 +24,10 @@ use obc_tests::wait_for;
 
 const T: Duration = Duration::from_secs(90);
 const APPS: &str = "apps";
+/// The chart's `deadWatchLimitSeconds` here: how long the cut standby's
+/// watches stay broken before its /healthz fails (the default 120 s would
+/// make this test two minutes longer).
+const DEAD_WATCH_LIMIT_SECONDS: u64 = 15;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_survive_a_deleted_leader_a_rollout_and_a_liveness_restart() {
@@ -43,8 +47,9 @@ async fn two_replicas_survive_a_deleted_leader_a_rollout_and_a_liveness_restart(
 /// The chart at two replicas.
 async fn install() -> Result<ChartOnNode> {
     // Liveness probed every 2 s, 2 failures restart: the standby's /healthz
-    // fails after its watches have been dead for 120 s (the library's
-    // limit), the kubelet acts within 4 s of that.
+    // fails after its watches have been dead for DEAD_WATCH_LIMIT_SECONDS
+    // (the chart's `deadWatchLimitSeconds`; 120 by default), the kubelet
+    // acts within 4 s of that.
     // The chart's own grace period (30 s), not the tests' 1 s: a leader
     // lets its in-flight reconciles finish and releases the Lease on
     // SIGTERM, which a 1 s grace period can cut short (then the standby
@@ -54,6 +59,7 @@ async fn install() -> Result<ChartOnNode> {
         "replicaCount=2".into(),
         "livenessProbe.periodSeconds=2".into(),
         "livenessProbe.failureThreshold=2".into(),
+        format!("deadWatchLimitSeconds={DEAD_WATCH_LIMIT_SECONDS}"),
     ])
     .await
 }
@@ -276,7 +282,7 @@ async fn liveness_restart(cluster: &ChartOnNode) -> Result<()> {
     let cut = Cut::start(&ip, obc_tests::testenv::node::APISERVER_PORT)?;
     let api = Api::<Pod>::namespaced(client.clone(), NAMESPACE);
     let restarted = wait_for(
-        Duration::from_secs(200),
+        Duration::from_secs(DEAD_WATCH_LIMIT_SECONDS + 60),
         format!("{standby_name} to be restarted by its liveness probe"),
         || async {
             let p = api.get(&standby_name).await?;
@@ -284,9 +290,14 @@ async fn liveness_restart(cluster: &ChartOnNode) -> Result<()> {
         },
     )
     .await?;
+    let took = cut_at.elapsed();
     eprintln!(
         "[node-ops] standby {standby_name} cut off the apiserver → restarted: {:.1} s",
-        cut_at.elapsed().as_secs_f64()
+        took.as_secs_f64()
+    );
+    ensure!(
+        took >= Duration::from_secs(DEAD_WATCH_LIMIT_SECONDS),
+        "restarted {took:?} after the cut, before its watches were dead for {DEAD_WATCH_LIMIT_SECONDS} s"
     );
     drop(cut);
     let events = Api::<Event>::namespaced(client.clone(), NAMESPACE)
