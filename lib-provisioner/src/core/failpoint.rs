@@ -85,6 +85,23 @@ pub fn hit_provisioner(name: &str) {
     let _ = name;
 }
 
+/// The names passed to `failpoint::hit("…")` in `sources`: each family's
+/// test checks them against its list of points.
+#[cfg(test)]
+pub(crate) fn hit_names_in(sources: &[&str]) -> std::collections::BTreeSet<String> {
+    let call = ["failpoint::hit(", "\""].concat();
+    let mut names = std::collections::BTreeSet::new();
+    for source in sources {
+        for (at, _) in source.match_indices(&call) {
+            let rest = &source[at + call.len()..];
+            if let Some(end) = rest.find('"') {
+                names.insert(rest[..end].to_owned());
+            }
+        }
+    }
+    names
+}
+
 #[cfg(test)]
 mod tests {
     use super::{AFTER_BIND_POINTS, OLDER_CHILDREN_POINTS, POINTS};
@@ -92,7 +109,7 @@ mod tests {
 
     /// The names passed to `hit` in the reconcilers' and writes' source.
     fn hit_names() -> BTreeSet<String> {
-        let sources = [
+        super::hit_names_in(&[
             include_str!("../obc/reconcile/claim.rs"),
             include_str!("../obc/reconcile/bucket.rs"),
             include_str!("../obc/reconcile/steps.rs"),
@@ -103,18 +120,7 @@ mod tests {
             include_str!("../obc/reconcile/steps/teardown.rs"),
             include_str!("../obc/reconcile/steps/update.rs"),
             include_str!("../obc/writes.rs"),
-        ];
-        let call = ["failpoint::hit(", "\""].concat();
-        let mut names = BTreeSet::new();
-        for source in sources {
-            for (at, _) in source.match_indices(&call) {
-                let rest = &source[at + call.len()..];
-                if let Some(end) = rest.find('"') {
-                    names.insert(rest[..end].to_owned());
-                }
-            }
-        }
-        names
+        ])
     }
 
     #[test]

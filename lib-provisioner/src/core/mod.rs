@@ -7,11 +7,14 @@
 //! - [`failpoint`]: named crash points for the reliability suite.
 //! - [`names`]: bucket name rules and generation.
 //! - [`error`]: the library's error types.
+//! - `calls` (private): how every provisioner call runs (timeout, lease,
+//!   metrics).
 //! - `writes` (private): what every Kubernetes write shares (field manager,
 //!   patch parameters).
 //!
 //! Nothing here names an API family's kinds: a change here reaches both.
 
+pub(crate) mod calls;
 pub mod error;
 pub mod failpoint;
 pub mod leader;

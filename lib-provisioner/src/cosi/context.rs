@@ -12,7 +12,7 @@ use tracing::debug;
 
 use super::api::BucketAccess;
 use crate::error::Error;
-use crate::leader::{CallLimit, Leadership};
+use crate::leader::Leadership;
 use crate::metrics::Metrics;
 use crate::provisioner::{ProvisionError, Provisioner};
 use crate::reconcile::Backoffs;
@@ -82,29 +82,21 @@ impl<P: Provisioner> CosiContext<P> {
         result
     }
 
-    /// Runs a provisioner call under the provisioner timeout (cut to what
-    /// is left of the lease), recording its duration and result.
+    /// Runs a provisioner call as every call runs
+    /// ([`crate::core::calls::timed`]: timeout, lease, metrics).
     pub(crate) async fn timed<T>(
         &self,
         operation: &'static str,
         call: impl Future<Output = Result<T, ProvisionError>>,
     ) -> Result<T, ProvisionError> {
-        let started = std::time::Instant::now();
-        let limit = CallLimit::of(
+        crate::core::calls::timed(
             self.leadership.as_deref(),
             self.provisioner_timeout,
+            &self.metrics,
             operation,
-        )?;
-        debug!(
-            act = "provisioner-call",
-            operation, "calling the provisioner"
-        );
-        let result = tokio::time::timeout(limit.duration(), call)
-            .await
-            .unwrap_or_else(|_| Err(limit.exceeded(operation)));
-        self.metrics
-            .operation(operation, started.elapsed(), result.is_ok());
-        result
+            call,
+        )
+        .await
     }
 }
 

@@ -45,23 +45,12 @@ mod tests {
 
     /// The names passed to `hit` in the COSI steps.
     fn hit_names() -> BTreeSet<String> {
-        let sources = [
+        crate::core::failpoint::hit_names_in(&[
             include_str!("claim/steps.rs"),
             include_str!("bucket/steps.rs"),
             include_str!("access/steps.rs"),
             include_str!("access/grant_steps.rs"),
-        ];
-        let call = ["failpoint::hit(", "\""].concat();
-        let mut names = BTreeSet::new();
-        for source in sources {
-            for (at, _) in source.match_indices(&call) {
-                let rest = &source[at + call.len()..];
-                if let Some(end) = rest.find('"') {
-                    names.insert(rest[..end].to_owned());
-                }
-            }
-        }
-        names
+        ])
     }
 
     #[test]

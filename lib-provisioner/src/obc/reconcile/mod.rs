@@ -26,7 +26,7 @@ use tracing::{debug, warn};
 
 use crate::api::{ObjectBucket, ObjectBucketClaim};
 use crate::error::Error;
-use crate::leader::{CallLimit, Leadership};
+use crate::leader::Leadership;
 use crate::metrics::Metrics;
 use crate::provisioner::{ProvisionError, Provisioner};
 
@@ -250,33 +250,21 @@ impl<P> Context<P> {
 }
 
 impl<P: Provisioner> Context<P> {
-    /// Runs a provisioner call under the provisioner timeout (cut to what
-    /// is left of the leader lease), recording its duration and result. A call cut off by the timeout is dropped (the
-    /// contract asks calls to be safe to abandon) and becomes a retryable
-    /// error whose message says what to do.
+    /// Runs a provisioner call as every call runs
+    /// ([`crate::core::calls::timed`]: timeout, lease, metrics).
     pub(crate) async fn timed<T>(
         &self,
         operation: &'static str,
         call: impl Future<Output = Result<T, ProvisionError>>,
     ) -> Result<T, ProvisionError> {
-        let started = std::time::Instant::now();
-        // Never past this replica's lease: a standby may lead after it.
-        let limit = CallLimit::of(
+        crate::core::calls::timed(
             self.leadership.as_deref(),
             self.provisioner_timeout,
+            &self.metrics,
             operation,
-        )?;
-        // The marker the replica tests count: every call, failed ones too.
-        debug!(
-            act = "provisioner-call",
-            operation, "calling the provisioner"
-        );
-        let result = tokio::time::timeout(limit.duration(), call)
-            .await
-            .unwrap_or_else(|_| Err(limit.exceeded(operation)));
-        self.metrics
-            .operation(operation, started.elapsed(), result.is_ok());
-        result
+            call,
+        )
+        .await
     }
 
     /// Calls Delete (`delete_bucket`) or Revoke; returns the operation's name.

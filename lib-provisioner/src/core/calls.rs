@@ -1,0 +1,36 @@
+//! How every provisioner call runs, whichever API family makes it.
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use tracing::debug;
+
+use crate::core::leader::{CallLimit, Leadership};
+use crate::core::metrics::Metrics;
+use crate::core::provisioner::ProvisionError;
+
+/// Runs a provisioner call under the provisioner `timeout`, cut to what is
+/// left of the leader lease, recording its duration and result. A call cut
+/// off is dropped (the contract asks calls to be safe to abandon) and
+/// becomes a retryable error whose message says what to do.
+pub(crate) async fn timed<T>(
+    leadership: Option<&Leadership>,
+    timeout: Duration,
+    metrics: &Metrics,
+    operation: &'static str,
+    call: impl Future<Output = Result<T, ProvisionError>>,
+) -> Result<T, ProvisionError> {
+    let started = Instant::now();
+    // Never past this replica's lease: a standby may lead after it.
+    let limit = CallLimit::of(leadership, timeout, operation)?;
+    // The marker the replica tests count: every call, failed ones too.
+    debug!(
+        act = "provisioner-call",
+        operation, "calling the provisioner"
+    );
+    let result = tokio::time::timeout(limit.duration(), call)
+        .await
+        .unwrap_or_else(|_| Err(limit.exceeded(operation)));
+    metrics.operation(operation, started.elapsed(), result.is_ok());
+    result
+}
