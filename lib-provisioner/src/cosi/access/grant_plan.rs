@@ -6,7 +6,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 
 use crate::cosi::api::{
-    BUCKETCLAIM_BEING_DELETED_ANNOTATION, Bucket, BucketAccess, ObjectProtocol,
+    AuthenticationType, BUCKETCLAIM_BEING_DELETED_ANNOTATION, Bucket, BucketAccess, ObjectProtocol,
     SIDECAR_CLEANUP_FINISHED_ANNOTATION,
 };
 use crate::cosi::plan::{Next, has_annotation, has_finalizer};
@@ -134,13 +134,21 @@ pub(crate) fn next_step(o: &Observed) -> Next<Step> {
 fn refusal(o: &Observed) -> Option<String> {
     let a = &o.access;
     let status = a.status.clone().unwrap_or_default();
-    let (Some(accessed), Some(_), Some(_)) = (
+    let (Some(accessed), Some(_), Some(auth)) = (
         &status.accessed_buckets,
         &status.driver_name,
         &status.authentication_type,
     ) else {
         return Some("the hand-off to the driver is incomplete (status.accessedBuckets, driverName and authenticationType must all be set): recreate this BucketAccess".into());
     };
+    // Keys handed out for a ServiceAccount class would say one thing and
+    // do another: the provisioner's requests carry no ServiceAccount yet.
+    if *auth == AuthenticationType::ServiceAccount {
+        return Some(format!(
+            "driver {} gives key credentials only, and this BucketAccess's class authenticates with a ServiceAccount: use a BucketAccessClass with authenticationType Key",
+            o.driver
+        ));
+    }
     if a.spec.protocol != ObjectProtocol::S3 {
         return Some(format!(
             "driver {} serves only S3, and this BucketAccess asks for {}: recreate it with protocol S3",

@@ -367,3 +367,15 @@ fn the_driver_checks_the_buckets_it_is_handed() {
         matches!(grant_plan::next_step(&o), Next::Refuse(m) if m.contains("not bound to a claim of this namespace"))
     );
 }
+
+#[test]
+fn a_service_account_class_is_refused_not_given_keys() {
+    let mut a = handed_off(access(vec![entry("photos", BucketAccessMode::ReadWrite)]));
+    if let Some(s) = a.status.as_mut() {
+        s.authentication_type = Some(AuthenticationType::ServiceAccount);
+    }
+    assert!(matches!(
+        grant_plan::next_step(&grant_o(a, None)),
+        Next::Refuse(m) if m.contains("authenticationType Key")
+    ));
+}
