@@ -2,7 +2,7 @@
 //! idempotent on its own. Finalizer patches are guarded by
 //! `resourceVersion` (a 409 re-plans), as the OBC writes are.
 
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::api::{Api, DeleteParams, Patch, Preconditions};
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -10,6 +10,7 @@ use serde_json::json;
 use tracing::debug;
 
 use super::api::FINALIZER;
+use crate::core::writes::{params, post_params};
 use crate::error::{Error, is_status};
 
 /// Bounds every COSI object type the writes take.
@@ -65,14 +66,9 @@ async fn patch_finalizers<K: Object>(
     list: Vec<String>,
     action: &'static str,
 ) -> Result<(), Error> {
-    let name = obj.name_any();
-    logged(action, &name);
     let patch =
         json!({"metadata": {"finalizers": list, "resourceVersion": obj.resource_version()}});
-    api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .map(|_| ())
-        .map_err(Error::kube(action))
+    patch_raw(api, &obj.name_any(), &patch, action).await
 }
 
 /// Sets an annotation (merge patch; guarded by resourceVersion).
@@ -83,13 +79,8 @@ pub(crate) async fn annotate<K: Object>(
     value: &str,
     action: &'static str,
 ) -> Result<(), Error> {
-    let name = obj.name_any();
-    logged(action, &name);
     let patch = json!({"metadata": {"annotations": {key: value}, "resourceVersion": obj.resource_version()}});
-    api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .map(|_| ())
-        .map_err(Error::kube(action))
+    patch_raw(api, &obj.name_any(), &patch, action).await
 }
 
 /// A merge patch of `spec` fields, guarded by resourceVersion.
@@ -99,13 +90,8 @@ pub(crate) async fn patch_spec<K: Object>(
     spec: serde_json::Value,
     action: &'static str,
 ) -> Result<(), Error> {
-    let name = obj.name_any();
-    logged(action, &name);
     let patch = json!({"metadata": {"resourceVersion": obj.resource_version()}, "spec": spec});
-    api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .map(|_| ())
-        .map_err(Error::kube(action))
+    patch_raw(api, &obj.name_any(), &patch, action).await
 }
 
 /// A merge patch of the status subresource.
@@ -116,7 +102,7 @@ pub(crate) async fn patch_status<K: Object>(
     action: &'static str,
 ) -> Result<(), Error> {
     logged(action, name);
-    api.patch_status(name, &PatchParams::default(), &Patch::Merge(patch))
+    api.patch_status(name, &params(), &Patch::Merge(patch))
         .await
         .map(|_| ())
         .map_err(Error::kube(action))
@@ -130,7 +116,7 @@ pub(crate) async fn create<K: Object>(
     action: &'static str,
 ) -> Result<(), Error> {
     logged(action, &obj.name_any());
-    match api.create(&PostParams::default(), obj).await {
+    match api.create(&post_params(), obj).await {
         Ok(_) => Ok(()),
         Err(e) if is_status(&e, 409) => Ok(()),
         Err(e) => Err(Error::kube(action)(e)),
@@ -168,7 +154,8 @@ pub(crate) async fn get<K: Object>(
     api.get_opt(name).await.map_err(Error::kube(action))
 }
 
-/// A merge patch of a whole object (a Secret's data, say).
+/// A merge patch of a whole object (a Secret's data, say); every other
+/// patch here goes through it.
 pub(crate) async fn patch_raw<K: Object>(
     api: &Api<K>,
     name: &str,
@@ -176,7 +163,7 @@ pub(crate) async fn patch_raw<K: Object>(
     action: &'static str,
 ) -> Result<(), Error> {
     logged(action, name);
-    api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+    api.patch(name, &params(), &Patch::Merge(patch))
         .await
         .map(|_| ())
         .map_err(Error::kube(action))
