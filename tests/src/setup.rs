@@ -176,3 +176,22 @@ pub fn spawn_provisioner(
     cmd.spawn()
         .with_context(|| format!("starting {}", program.display()))
 }
+
+/// The sample provisioner binary: `SAMPLE_PROVISIONER`, else the debug
+/// build in the target directory (`scripts/test` builds it).
+pub fn sample_provisioner_binary() -> Result<PathBuf> {
+    let path = match std::env::var_os("SAMPLE_PROVISIONER") {
+        Some(p) if !p.is_empty() => PathBuf::from(p),
+        _ => std::env::var_os("CARGO_TARGET_DIR")
+            .filter(|d| !d.is_empty())
+            .map(PathBuf::from)
+            .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"))
+            .join("debug/sample-provisioner"),
+    };
+    anyhow::ensure!(
+        path.is_file(),
+        "{} is missing: run `cargo build -p sample-provisioner` (scripts/test does), or set SAMPLE_PROVISIONER",
+        path.display()
+    );
+    Ok(path)
+}

@@ -8,7 +8,7 @@
 //! and no unused grant (`obc_tests::rbac`).
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -26,7 +26,9 @@ use obc_tests::rbac::{
 use obc_tests::recording::{wait_gone, wait_phase};
 use obc_tests::reliability::{assert_no_leaks, register_secret};
 use obc_tests::rustfs::RustFs;
-use obc_tests::setup::{create_admin_secret, repo_file, spawn_provisioner};
+use obc_tests::setup::{
+    create_admin_secret, repo_file, sample_provisioner_binary, spawn_provisioner,
+};
 use obc_tests::testenv::{HELM_BINARY, resolve_binary_from_env, s3_client_for};
 use obc_tests::{TestEnv, wait_for};
 
@@ -835,25 +837,6 @@ async fn serve_a_claim(
         }
     }
     Ok(())
-}
-
-/// The sample provisioner binary: `SAMPLE_PROVISIONER`, else the debug
-/// build in the target directory (`scripts/test` builds it).
-fn sample_provisioner_binary() -> Result<PathBuf> {
-    let path = match std::env::var_os("SAMPLE_PROVISIONER") {
-        Some(p) if !p.is_empty() => PathBuf::from(p),
-        _ => std::env::var_os("CARGO_TARGET_DIR")
-            .filter(|d| !d.is_empty())
-            .map(PathBuf::from)
-            .unwrap_or_else(|| repo().join("target"))
-            .join("debug/sample-provisioner"),
-    };
-    ensure!(
-        Path::new(&path).is_file(),
-        "{} is missing: run `cargo build -p sample-provisioner` (scripts/test does), or set SAMPLE_PROVISIONER",
-        path.display()
-    );
-    Ok(path)
 }
 
 fn free_port() -> Result<u16> {

@@ -6,32 +6,14 @@
 
 #![allow(clippy::unwrap_used)] // tests may unwrap; the library may not
 
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::{Result, ensure};
+use anyhow::Result;
 use lib_provisioner::cosi::grpc::proto::DriverGetInfoRequest;
 use lib_provisioner::cosi::grpc::proto::identity_client::IdentityClient;
 use obc_tests::cosi::connect;
-use obc_tests::setup::{install_deploy, spawn_provisioner};
+use obc_tests::setup::{install_deploy, sample_provisioner_binary, spawn_provisioner};
 use obc_tests::testenv::{self, TestEnv};
-
-fn sample_provisioner_binary() -> Result<PathBuf> {
-    let path = match std::env::var_os("SAMPLE_PROVISIONER") {
-        Some(p) if !p.is_empty() => PathBuf::from(p),
-        _ => std::env::var_os("CARGO_TARGET_DIR")
-            .filter(|d| !d.is_empty())
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"))
-            .join("debug/sample-provisioner"),
-    };
-    ensure!(
-        Path::new(&path).is_file(),
-        "{} is missing: run `cargo build -p sample-provisioner` (scripts/test does), or set SAMPLE_PROVISIONER",
-        path.display()
-    );
-    Ok(path)
-}
 
 fn command(endpoint: &str) -> Result<tokio::process::Command> {
     let mut cmd = tokio::process::Command::new(sample_provisioner_binary()?);
