@@ -18,57 +18,9 @@ const BIN: &str = env!("CARGO_BIN_EXE_cosi-crash");
 const T: Duration = Duration::from_secs(40);
 const SA: (&str, &str) = ("obc-system", "sample-provisioner");
 
-/// What the COSI controllers need beyond the OBC provisioner's RBAC
-/// (events are already granted there).
-const COSI_RBAC: &str = r#"
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata:
-  name: cosi-provisioner
-rules:
-  # Binding role: claims get their finalizer and the
-  # has-bucketaccess-references annotation; status from their Bucket.
-  - apiGroups: ["objectstorage.k8s.io"]
-    resources: ["bucketclaims"]
-    verbs: ["get", "list", "watch", "patch"]
-  - apiGroups: ["objectstorage.k8s.io"]
-    resources: ["bucketclaims/status", "buckets/status", "bucketaccesses/status"]
-    verbs: ["patch"]
-  # Binding role creates, binds (claim UID), annotates and deletes Buckets;
-  # the driver role adds and removes its finalizer.
-  - apiGroups: ["objectstorage.k8s.io"]
-    resources: ["buckets"]
-    verbs: ["get", "list", "watch", "create", "patch", "delete"]
-  - apiGroups: ["objectstorage.k8s.io"]
-    resources: ["bucketclasses", "bucketaccessclasses"]
-    verbs: ["get", "list", "watch"]
-  - apiGroups: ["objectstorage.k8s.io"]
-    resources: ["bucketaccesses"]
-    verbs: ["get", "list", "watch", "patch"]
-  # The access Secrets' owner reference blocks the BucketAccess's deletion
-  # (blockOwnerDeletion), which the OwnerReferencesPermissionEnforcement
-  # admission plugin allows only with update on its finalizers.
-  - apiGroups: ["objectstorage.k8s.io"]
-    resources: ["bucketaccesses/finalizers"]
-    verbs: ["update"]
-  # Access Secrets: reserved, filled, released and deleted by name.
-  - apiGroups: [""]
-    resources: ["secrets"]
-    verbs: ["get", "create", "patch", "delete"]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata:
-  name: cosi-provisioner
-roleRef:
-  apiGroup: rbac.authorization.k8s.io
-  kind: ClusterRole
-  name: cosi-provisioner
-subjects:
-  - kind: ServiceAccount
-    name: sample-provisioner
-    namespace: obc-system
-"#;
+/// What the COSI controllers need beyond the OBC provisioner's RBAC: the
+/// manifest users apply.
+const COSI_RBAC: &str = include_str!("../../deploy/rbac-cosi.yaml");
 
 /// Grants the scenario cannot show in the audit log.
 const NOT_EXERCISED: &[(&str, &str, &str)] = &[
