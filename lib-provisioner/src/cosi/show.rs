@@ -7,17 +7,41 @@ use kube::runtime::events::{Event, EventType};
 use serde_json::json;
 use tracing::warn;
 
+use kube::Api;
+
 use super::api::TimestampedError;
 use super::context::CosiContext;
+use super::writes::{self, Object};
+use crate::error::Error;
+
+/// Writes `message` into the object's `status.error` (the object's
+/// current error `shown` and `ready` flag given) unless it shows it
+/// already. Says whether it wrote: only a new message deserves an Event.
+/// An object deleted meanwhile has nothing to show it on: not written.
+pub(crate) async fn write_error<K: Object>(
+    api: &Api<K>,
+    name: &str,
+    (shown, ready): (Option<&TimestampedError>, Option<bool>),
+    message: &str,
+    action: &'static str,
+) -> Result<bool, Error> {
+    if shows(shown, message) {
+        return Ok(false);
+    }
+    match writes::patch_status(api, name, &error_patch(message, ready), action).await {
+        Err(Error::Kube { source, .. }) if crate::error::is_status(&source, 404) => Ok(false),
+        other => other.map(|()| true),
+    }
+}
 
 /// Whether a status already shows `message`.
-pub(crate) fn shows(error: Option<&TimestampedError>, message: &str) -> bool {
+fn shows(error: Option<&TimestampedError>, message: &str) -> bool {
     error.and_then(|e| e.message.as_deref()) == Some(message)
 }
 
 /// The merge patch that sets `status.error` (and `readyToUse` when the
 /// status has none yet: it is required).
-pub(crate) fn error_patch(message: &str, ready: Option<bool>) -> serde_json::Value {
+fn error_patch(message: &str, ready: Option<bool>) -> serde_json::Value {
     json!({"status": {
         "readyToUse": ready.unwrap_or(false),
         "error": TimestampedError::now(message),

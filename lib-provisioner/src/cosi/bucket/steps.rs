@@ -215,13 +215,20 @@ async fn show_halt<P>(
     halt: &Halt,
 ) -> Result<(), Error> {
     let status = b.status.as_ref();
-    if show::shows(status.and_then(|s| s.error.as_ref()), halt.message()) {
+    let shown = (
+        status.and_then(|s| s.error.as_ref()),
+        status.map(|s| s.ready_to_use),
+    );
+    if !show::write_error(
+        api,
+        &b.name_any(),
+        shown,
+        halt.message(),
+        "show the Bucket's error",
+    )
+    .await?
+    {
         return Ok(());
-    }
-    let patch = show::error_patch(halt.message(), status.map(|s| s.ready_to_use));
-    match writes::patch_status(api, &b.name_any(), &patch, "show the Bucket's error").await {
-        Err(Error::Kube { source, .. }) if crate::error::is_status(&source, 404) => return Ok(()),
-        other => other?,
     }
     let note = format!("Bucket {}: {}", b.name_any(), halt.message());
     ctx.event(&claim_reference(b), halt.is_refusal(), halt.reason(), &note)

@@ -107,14 +107,20 @@ async fn show_halt<P>(
     halt: &Halt,
 ) -> Result<(), Error> {
     let status = claim.status.as_ref();
-    if show::shows(status.and_then(|s| s.error.as_ref()), halt.message()) {
+    let shown = (
+        status.and_then(|s| s.error.as_ref()),
+        status.map(|s| s.ready_to_use),
+    );
+    if !show::write_error(
+        claims,
+        &claim.name_any(),
+        shown,
+        halt.message(),
+        "show the claim's error",
+    )
+    .await?
+    {
         return Ok(());
-    }
-    let patch = show::error_patch(halt.message(), status.map(|s| s.ready_to_use));
-    match writes::patch_status(claims, &claim.name_any(), &patch, "show the claim's error").await {
-        // Deleted meanwhile: nothing to show it on.
-        Err(Error::Kube { source, .. }) if crate::error::is_status(&source, 404) => return Ok(()),
-        other => other?,
     }
     ctx.event(
         &show::reference(claim),
