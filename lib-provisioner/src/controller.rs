@@ -37,14 +37,14 @@ use kube::runtime::reflector::ObjectRef;
 use tokio::sync::watch;
 use tracing::error;
 
-use crate::api::ObjectBucket;
-use crate::error::RunError;
-use crate::leader::{Elector, LeaderElection, Leadership};
-use crate::metrics::Metrics;
-use crate::names;
-use crate::provisioner::Provisioner;
-use crate::reconcile::{Backoffs, ChildStores, Context};
-use crate::server::Health;
+use crate::obc::api::ObjectBucket;
+use crate::core::error::RunError;
+use crate::core::leader::{Elector, LeaderElection, Leadership};
+use crate::core::metrics::Metrics;
+use crate::core::names;
+use crate::core::provisioner::Provisioner;
+use crate::obc::reconcile::{Backoffs, ChildStores, Context};
+use crate::core::server::Health;
 
 mod gate;
 mod namespaces;
@@ -96,7 +96,7 @@ impl<P: Provisioner> ControllerBuilder<P> {
             resync: Duration::from_secs(600),
             backoff: (Duration::from_millis(500), Duration::from_secs(300)),
             provisioner_timeout: DEFAULT_PROVISIONER_TIMEOUT,
-            dead_watch_limit: crate::server::WATCHES_DEAD_LIMIT,
+            dead_watch_limit: crate::core::server::WATCHES_DEAD_LIMIT,
             name_records: None,
             cosi: None,
         }
@@ -201,7 +201,7 @@ impl<P: Provisioner> ControllerBuilder<P> {
     }
 
     /// How long every watch may fail without a break before `/healthz`
-    /// answers 503 (default [`WATCHES_DEAD_LIMIT`](crate::WATCHES_DEAD_LIMIT),
+    /// answers 503 (default [`WATCHES_DEAD_LIMIT`](crate::core::server::WATCHES_DEAD_LIMIT),
     /// 2 minutes). Keep it above the longest apiserver outage a restart
     /// of this process would not help with.
     ///
@@ -238,7 +238,7 @@ impl<P: Provisioner> ControllerBuilder<P> {
             let listener = tokio::net::TcpListener::bind(addr)
                 .await
                 .map_err(|source| RunError::Serve { addr, source })?;
-            tokio::spawn(crate::server::serve(
+            tokio::spawn(crate::core::server::serve(
                 listener,
                 health.clone(),
                 metrics.clone(),

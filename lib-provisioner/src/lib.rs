@@ -31,12 +31,12 @@ pub mod core;
 pub mod cosi;
 pub mod obc;
 
-// The core's and the OBC family's modules keep the paths they had before
-// the split into families (`lib_provisioner::provisioner`, `::api`, ...).
-pub(crate) use crate::core::server;
+// The public API keeps the paths it had before the split into families
+// (`lib_provisioner::provisioner`, `::api`, ...). Inside the crate, modules
+// use their real paths (`crate::core::...`, `crate::obc::...`): these
+// re-exports are for users only.
 pub use crate::core::{error, failpoint, leader, metrics, names, provisioner};
 pub use crate::obc::api;
-pub(crate) use crate::obc::{reconcile, writes};
 
 pub use controller::{ControllerBuilder, DEFAULT_PROVISIONER_TIMEOUT, WatchScope};
 pub use error::{Error, RunError};
@@ -44,7 +44,7 @@ pub use provisioner::{
     BucketAccess, BucketRequest, ClaimIdentity, Credentials, ProvisionError, Provisioner,
     Revocation, RotationRequest, TeardownRequest, UpdateRequest,
 };
-pub use reconcile::status::{
+pub use crate::obc::reconcile::status::{
     BOUND_CONDITION, CONFIG_APPLIED_CONDITION, CREDENTIALS_ROTATED_CONDITION,
 };
-pub use server::WATCHES_DEAD_LIMIT;
+pub use crate::core::server::WATCHES_DEAD_LIMIT;

@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 
 use super::ctx::{Ctx, Log, Step, fail};
 use super::{Answer, Op, ProbeError};
-use crate::provisioner::BucketAccess;
+use crate::core::provisioner::BucketAccess;
 
 /// Reads and writes: what a read-write claim does with its bucket.
 pub(crate) const READ_WRITE: [Op; 3] = [Op::Write, Op::Read, Op::List];

@@ -10,8 +10,8 @@ use std::time::Duration;
 use rand::Rng;
 
 use super::StoreProbe;
-use crate::api::{BROWNFIELD_BUCKET_PARAMETER, ReclaimPolicy};
-use crate::provisioner::{
+use crate::obc::api::{BROWNFIELD_BUCKET_PARAMETER, ReclaimPolicy};
+use crate::core::provisioner::{
     BucketAccess, BucketRequest, ClaimIdentity, Provisioner, TeardownRequest,
 };
 
@@ -160,7 +160,7 @@ impl Ctx {
         if let Some(access) = access {
             req.additional_state = access.additional_state.clone();
         }
-        let ob = crate::names::object_bucket_name(&claim.identity.namespace, &claim.identity.name);
+        let ob = crate::core::names::object_bucket_name(&claim.identity.namespace, &claim.identity.name);
         if provisioned {
             req = req.provisioned_as(ob);
         } else {

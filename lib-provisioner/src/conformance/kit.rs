@@ -9,8 +9,8 @@ use tokio::time::Instant;
 use super::ctx::{Cleanup, Ctx, Log, Settings, Stop};
 use super::report::{Outcome, Report, ScenarioReport};
 use super::{Scenario, StoreProbe, scenarios};
-use crate::DEFAULT_PROVISIONER_TIMEOUT;
-use crate::provisioner::Provisioner;
+use crate::controller::DEFAULT_PROVISIONER_TIMEOUT;
+use crate::core::provisioner::Provisioner;
 
 /// The conformance kit: runs the contract's scenarios against a
 /// provisioner and the store it serves. See the [module docs](super).

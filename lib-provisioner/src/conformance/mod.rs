@@ -4,7 +4,7 @@
 //! The library's crash safety rests on the provisioner: every method
 //! idempotent, safe to drop at any `.await` (the timeout), never failing
 //! because its own earlier work exists, refusing what is not the claim's.
-//! [`Kit`] calls your [`Provisioner`](crate::Provisioner) directly (no
+//! [`Kit`] calls your [`Provisioner`](crate::core::provisioner::Provisioner) directly (no
 //! Kubernetes needed) in the orders a crash produces, and checks the
 //! outcome on the store through a [`StoreProbe`] you write (does this
 //! bucket exist, which buckets are there, do these credentials reach this

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use async_trait::async_trait;
 
-use crate::provisioner::BucketAccess;
+use crate::core::provisioner::BucketAccess;
 
 /// What a probe tries with a claim's credentials.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]

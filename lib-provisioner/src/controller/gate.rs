@@ -24,7 +24,7 @@ use kube::Client;
 use kube::client::Body;
 use tracing::debug;
 
-use crate::leader::Leadership;
+use crate::core::leader::Leadership;
 
 /// Why a write was not sent or was abandoned.
 #[derive(Debug, thiserror::Error)]

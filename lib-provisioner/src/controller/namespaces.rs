@@ -189,7 +189,7 @@ impl<K: Resource<DynamicType = ()> + Clone + 'static> Merge<K> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::ObjectBucketClaim;
+    use crate::obc::api::ObjectBucketClaim;
     use kube::runtime::reflector::{Store, store};
 
     fn claim(ns: &str, name: &str) -> ObjectBucketClaim {

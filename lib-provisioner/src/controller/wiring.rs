@@ -16,10 +16,10 @@ use kube::{Api, Client};
 use tokio::sync::{mpsc, watch};
 use tracing::{info, warn};
 
-use crate::api::{ClaimPhase, ObjectBucket, ObjectBucketClaim, PROVISIONER_LABEL};
-use crate::provisioner::Provisioner;
-use crate::reconcile::{self, Context, bucket, claim, plan};
-use crate::server::Health;
+use crate::obc::api::{ClaimPhase, ObjectBucket, ObjectBucketClaim, PROVISIONER_LABEL};
+use crate::core::provisioner::Provisioner;
+use crate::obc::reconcile::{self, Context, bucket, claim, plan};
+use crate::core::server::Health;
 
 type Feed<K> = BoxStream<'static, Result<K, watcher::Error>>;
 type Watch<K> = BoxStream<'static, Result<watcher::Event<K>, watcher::Error>>;
@@ -228,7 +228,7 @@ pub(super) fn claim_controller<P: Provisioner>(
                 // (made before the provisioner's call, dropped after a
                 // refusal that made nothing): its events would only start
                 // the pass again, each one reserving anew.
-                if crate::reconcile::plan::is_reserved(&ob) {
+                if crate::obc::reconcile::plan::is_reserved(&ob) {
                     return None;
                 }
                 ob.spec.claim_ref.as_ref().and_then(|r| {

@@ -34,3 +34,16 @@ pub(crate) async fn timed<T>(
     metrics.operation(operation, started.elapsed(), result.is_ok());
     result
 }
+
+/// The error a provisioner call cut off by the timeout becomes.
+pub(crate) fn timed_out(operation: &str, limit: Duration) -> ProvisionError {
+    ProvisionError::retryable(format!(
+        "{operation} did not answer within {limit:?} and was abandoned; it is retried with backoff. If the store is slow rather than stuck, raise the provisioner timeout"
+    ))
+    .with_source(TimedOut)
+}
+
+/// The source of a [`timed_out`] error, so the claim's status can name it.
+#[derive(Debug, thiserror::Error)]
+#[error("provisioner call timed out")]
+pub(crate) struct TimedOut;

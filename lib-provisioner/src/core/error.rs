@@ -1,10 +1,10 @@
-//! The library's errors: [`RunError`], what [`ControllerBuilder::run`](crate::ControllerBuilder::run)
+//! The library's errors: [`RunError`], what [`ControllerBuilder::run`](crate::controller::ControllerBuilder::run)
 //! returns, and [`Error`], why one reconcile did not finish (seen in logs
 //! and metrics, never returned to the application).
 
-use crate::provisioner::ProvisionError;
+use crate::core::provisioner::ProvisionError;
 
-/// Why [`ControllerBuilder::run`](crate::ControllerBuilder::run) stopped.
+/// Why [`ControllerBuilder::run`](crate::controller::ControllerBuilder::run) stopped.
 ///
 /// ```
 /// # use lib_provisioner::RunError;

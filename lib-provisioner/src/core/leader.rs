@@ -37,8 +37,8 @@ use kube::api::{Api, PostParams};
 use tokio::time::{Instant, sleep};
 use tracing::{info, warn};
 
-use crate::error::{Error, Result, RunError, is_status};
-use crate::provisioner::ProvisionError;
+use crate::core::error::{Error, Result, RunError, is_status};
+use crate::core::provisioner::ProvisionError;
 
 /// Where and as whom to take part in the election.
 #[derive(Clone, Debug)]
@@ -200,7 +200,7 @@ impl CallLimit {
     /// The error a call cut off by this limit becomes.
     pub(crate) fn exceeded(self, operation: &str) -> ProvisionError {
         match self {
-            Self::Timeout(d) => crate::reconcile::timed_out(operation, d),
+            Self::Timeout(d) => crate::core::calls::timed_out(operation, d),
             Self::Lease(_) => lease_ran_out(operation),
         }
     }

@@ -29,8 +29,8 @@ use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::api::{ClaimPhase, ObjectBucketClaim};
-use crate::error::Error;
+use crate::obc::api::{ClaimPhase, ObjectBucketClaim};
+use crate::core::error::Error;
 
 type Labels = Vec<(&'static str, String)>;
 

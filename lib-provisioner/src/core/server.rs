@@ -15,7 +15,7 @@ use axum::routing::get;
 use tokio::net::TcpListener;
 use tracing::warn;
 
-use crate::metrics::Metrics;
+use crate::core::metrics::Metrics;
 
 #[derive(Clone)]
 struct AppState {
@@ -55,7 +55,7 @@ async fn ready(State(state): State<AppState>) -> impl IntoResponse {
 
 /// How long every watch may fail without a break before `/healthz` fails
 /// (and the kubelet restarts the process), unless
-/// [`ControllerBuilder::dead_watch_limit`](crate::ControllerBuilder::dead_watch_limit)
+/// [`ControllerBuilder::dead_watch_limit`](crate::controller::ControllerBuilder::dead_watch_limit)
 /// says otherwise: longer than an apiserver restart or a rolling upgrade
 /// takes, short enough that a process whose watches are stuck does not
 /// serve stale caches for long.

@@ -11,11 +11,11 @@ use kube::runtime::reflector::Store;
 use tracing::debug;
 
 use super::api::BucketAccess;
-use crate::error::Error;
-use crate::leader::Leadership;
-use crate::metrics::Metrics;
-use crate::provisioner::{ProvisionError, Provisioner};
-use crate::reconcile::Backoffs;
+use crate::core::error::Error;
+use crate::core::leader::Leadership;
+use crate::core::metrics::Metrics;
+use crate::core::provisioner::{ProvisionError, Provisioner};
+use crate::obc::reconcile::Backoffs;
 
 /// Everything the COSI reconcilers share.
 pub(crate) struct CosiContext<P> {
@@ -106,7 +106,7 @@ pub(crate) fn error_policy<K, P>(obj: Arc<K>, error: &Error, ctx: Arc<CosiContex
 where
     K: kube::Resource<DynamicType = ()>,
 {
-    let key = crate::reconcile::backoff_key(obj.as_ref());
+    let key = crate::obc::reconcile::backoff_key(obj.as_ref());
     let delay = match error {
         Error::Conflict { .. } => Duration::from_millis(200),
         _ => ctx.backoff.next(&key),

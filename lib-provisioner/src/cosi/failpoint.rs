@@ -1,5 +1,5 @@
 //! Named crash points of the COSI controllers, armed like the OBC ones
-//! (`OBC_FAILPOINTS`, feature `failpoints`; see [`crate::failpoint`]).
+//! (`OBC_FAILPOINTS`, feature `failpoints`; see [`crate::core::failpoint`]).
 
 /// Every COSI point, in the order a BucketClaim, its Bucket and a
 /// BucketAccess reach them, then their deletion.
@@ -36,7 +36,7 @@ pub fn hit(name: &str) {
         POINTS.contains(&name),
         "COSI failpoint {name} is not in POINTS"
     );
-    crate::failpoint::hit_provisioner(name);
+    crate::core::failpoint::hit_provisioner(name);
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::api::{AuthenticationType, secret_keys as k};
-use crate::provisioner::{Credentials, StoreEndpoint};
+use crate::core::provisioner::{Credentials, StoreEndpoint};
 
 /// The region written when the store has none: upstream requires every
 /// S3 info key to be non-empty, and S3 clients read an empty region as

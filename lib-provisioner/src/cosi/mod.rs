@@ -1,7 +1,7 @@
 //! Kubernetes COSI (`objectstorage.k8s.io/v1alpha2`) served from the same
-//! [`Provisioner`](crate::Provisioner) as ObjectBucketClaims.
+//! [`Provisioner`](crate::core::provisioner::Provisioner) as ObjectBucketClaims.
 //!
-//! [`ControllerBuilder::cosi`](crate::ControllerBuilder::cosi) starts two
+//! [`ControllerBuilder::cosi`](crate::controller::ControllerBuilder::cosi) starts two
 //! roles beside the OBC controllers, sharing their leader election,
 //! metrics, health and provisioner timeout:
 //!
@@ -12,9 +12,9 @@
 //!   driver; turn it off ([`CosiOptions::without_binding`]) where upstream's
 //!   controller runs.
 //! - the **driver role** (upstream's sidecar): Buckets and BucketAccesses of
-//!   this driver become [`Provisioner::create_bucket`](crate::Provisioner::create_bucket),
-//!   [`existing_bucket`](crate::Provisioner::existing_bucket),
-//!   [`grant_access`](crate::Provisioner::grant_access) and their teardowns;
+//!   this driver become [`Provisioner::create_bucket`](crate::core::provisioner::Provisioner::create_bucket),
+//!   [`existing_bucket`](crate::core::provisioner::Provisioner::existing_bucket),
+//!   [`grant_access`](crate::core::provisioner::Provisioner::grant_access) and their teardowns;
 //!   credentials land in one Secret per claim of a BucketAccess.
 //!
 //! Each kind follows a pure planner (`claim/plan.rs`, `bucket/plan.rs`,

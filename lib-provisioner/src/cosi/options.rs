@@ -1,4 +1,4 @@
-//! [`CosiOptions`]: what [`ControllerBuilder::cosi`](crate::ControllerBuilder::cosi) takes.
+//! [`CosiOptions`]: what [`ControllerBuilder::cosi`](crate::controller::ControllerBuilder::cosi) takes.
 
 use super::api::schema::DRIVER_PATTERN;
 

@@ -12,7 +12,7 @@ use kube::Api;
 use super::api::TimestampedError;
 use super::context::CosiContext;
 use super::writes::{self, Object};
-use crate::error::Error;
+use crate::core::error::Error;
 
 /// Writes `message` into the object's `status.error` (the object's
 /// current error `shown` and `ready` flag given) unless it shows it
@@ -29,7 +29,7 @@ pub(crate) async fn write_error<K: Object>(
         return Ok(false);
     }
     match writes::patch_status(api, name, &error_patch(message, ready), action).await {
-        Err(Error::Kube { source, .. }) if crate::error::is_status(&source, 404) => Ok(false),
+        Err(Error::Kube { source, .. }) if crate::core::error::is_status(&source, 404) => Ok(false),
         other => other.map(|()| true),
     }
 }
@@ -115,7 +115,7 @@ impl Halt {
 }
 
 /// A provisioner error as a halt: retryable ones wait, the rest refuse.
-pub(crate) fn provisioner_halt(operation: &str, err: &crate::ProvisionError) -> Halt {
+pub(crate) fn provisioner_halt(operation: &str, err: &crate::core::provisioner::ProvisionError) -> Halt {
     let message = format!("{operation}: {}", err.message());
     if err.is_retryable() {
         Halt::Wait(message)

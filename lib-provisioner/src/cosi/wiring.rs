@@ -1,5 +1,5 @@
 //! The COSI watches and the three controllers (BucketClaim, Bucket,
-//! BucketAccess), started by [`ControllerBuilder`](crate::ControllerBuilder)
+//! BucketAccess), started by [`ControllerBuilder`](crate::controller::ControllerBuilder)
 //! beside the OBC ones: same leader gate, metrics, health and stop signal.
 //!
 //! Caches only map events to objects; every pass reads what it decides on
@@ -24,11 +24,11 @@ use crate::controller::wiring::{
     log_controller_error, stopped, strip_managed_fields, took_over, tracked, watch_backoff,
     while_leading,
 };
-use crate::leader::Leadership;
-use crate::metrics::Metrics;
-use crate::provisioner::Provisioner;
-use crate::reconcile::Backoffs;
-use crate::server::Health;
+use crate::core::leader::Leadership;
+use crate::core::metrics::Metrics;
+use crate::core::provisioner::Provisioner;
+use crate::obc::reconcile::Backoffs;
+use crate::core::server::Health;
 
 /// What the COSI controllers share with the OBC ones.
 pub(crate) struct Shared {

@@ -11,7 +11,7 @@ use tracing::debug;
 
 use super::api::FINALIZER;
 use crate::core::writes::{params, post_params};
-use crate::error::{Error, is_status};
+use crate::core::error::{Error, is_status};
 
 /// Bounds every COSI object type the writes take.
 pub(crate) trait Object:

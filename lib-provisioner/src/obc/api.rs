@@ -61,7 +61,7 @@ pub const CLASS_PARAMETERS_ANNOTATION: &str = "objectbucket.io/class-parameters"
 
 /// Annotation on an ObjectBucket recording, as a JSON object, the claim's
 /// `spec.additionalConfig` the provisioner last applied (at provisioning,
-/// or by [`crate::provisioner::Provisioner::update`]). A claim whose config differs from
+/// or by [`crate::core::provisioner::Provisioner::update`]). A claim whose config differs from
 /// it is updated; `status.observedGeneration` advances only once it matches.
 pub const APPLIED_CONFIG_ANNOTATION: &str = "objectbucket.io/applied-config";
 

@@ -14,14 +14,14 @@ use kube::api::{Api, DeleteParams, Patch};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 
-use crate::api::{
+use crate::obc::api::{
     ACCESS_KEY_ANNOTATION, BUCKET_ORIGIN_ANNOTATION, BucketOrigin, BucketPhase, Endpoint,
     FINALIZER, GENERATED_NAME_ANNOTATION, OBJECT_BUCKET_NAME_ANNOTATION, ObjectBucket,
     ObjectBucketClaim, ObjectBucketClaimStatus, ObjectBucketSpec, ObjectBucketStatus,
     PROVISIONER_LABEL, RESERVED_ANNOTATION, ReclaimPolicy,
 };
-use crate::error::{Error, Result, is_status};
-use crate::provisioner::BucketAccess;
+use crate::core::error::{Error, Result, is_status};
+use crate::core::provisioner::BucketAccess;
 
 mod children;
 
@@ -185,7 +185,7 @@ pub(crate) struct NewObjectBucket<'a> {
     pub label: &'a str,
     /// Annotations recording what later decisions need (class parameters,
     /// applied config).
-    pub records: crate::reconcile::plan::records::Records,
+    pub records: crate::obc::reconcile::plan::records::Records,
 }
 
 /// Creates the ObjectBucket, or returns the one that exists already (the
@@ -406,7 +406,7 @@ pub(crate) async fn release_object_bucket(
 /// deletes).
 pub(crate) async fn remove_object_bucket(client: &Client, ob: &ObjectBucket) -> Result<()> {
     release_object_bucket(client, ob).await?;
-    crate::failpoint::hit("after-object-bucket-finalizer-removed");
+    crate::core::failpoint::hit("after-object-bucket-finalizer-removed");
     delete_object_bucket(client, &ob.name_any()).await
 }
 
@@ -433,7 +433,7 @@ pub(crate) async fn create_name_record(
     claim: &ObjectBucketClaim,
     label: &str,
 ) -> Result<bool> {
-    use crate::reconcile::bucket_names::{
+    use crate::obc::reconcile::bucket_names::{
         BUCKET_NAME_ANNOTATION, HOLDER_CLAIM_ANNOTATION, record_name,
     };
     use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};

@@ -2,7 +2,7 @@
 //! ([`Rule::GoneIsDone`](super::super::Rule::GoneIsDone)).
 
 use super::super::ctx::{Cleanup, Ctx, Log, Step};
-use crate::api::ReclaimPolicy;
+use crate::obc::api::ReclaimPolicy;
 
 pub(crate) async fn delete_repeat(ctx: &Ctx, undo: &mut Cleanup, log: &mut Log) -> Step<String> {
     let (claim, _, access) = ctx.provisioned("dr", undo, log).await?;

@@ -3,7 +3,7 @@
 
 use super::super::checks::READ_WRITE;
 use super::super::ctx::{Cleanup, Ctx, Log, Step, fail};
-use crate::api::ReclaimPolicy;
+use crate::obc::api::ReclaimPolicy;
 
 pub(crate) async fn other_claims_bucket(
     ctx: &Ctx,

@@ -4,7 +4,7 @@
 use super::super::Op;
 use super::super::checks::{ANY, READ_WRITE};
 use super::super::ctx::{Cleanup, Ctx, Log, Step, Stop};
-use crate::api::ReclaimPolicy;
+use crate::obc::api::ReclaimPolicy;
 
 fn shared() -> Stop {
     Stop::NotApplicable(

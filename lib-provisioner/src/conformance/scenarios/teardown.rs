@@ -2,7 +2,7 @@
 
 use super::super::checks::READ_WRITE;
 use super::super::ctx::{Cleanup, Ctx, Log, Step};
-use crate::api::ReclaimPolicy;
+use crate::obc::api::ReclaimPolicy;
 
 pub(crate) async fn delete(ctx: &Ctx, undo: &mut Cleanup, log: &mut Log) -> Step<String> {
     let before = ctx.buckets(log).await?;

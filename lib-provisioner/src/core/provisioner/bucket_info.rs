@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::api::Endpoint;
+use crate::obc::api::Endpoint;
 
 use super::BucketAccess;
 

@@ -76,7 +76,7 @@
 //! calls [`Provisioner::revoke`] for each bucket with the same principal.
 //!
 //! Every call runs under a timeout
-//! ([`ControllerBuilder::provisioner_timeout`](crate::ControllerBuilder::provisioner_timeout)),
+//! ([`ControllerBuilder::provisioner_timeout`](crate::controller::ControllerBuilder::provisioner_timeout)),
 //! and with leader election never past the replica's lease: a call cut off
 //! by either is retried like a [`ProvisionError::retryable`], so it must be
 //! safe to abandon at any `.await`.

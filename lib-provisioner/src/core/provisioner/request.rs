@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::api::{ObjectBucket, ObjectBucketClaim, ReclaimPolicy};
+use crate::obc::api::{ObjectBucket, ObjectBucketClaim, ReclaimPolicy};
 
 /// The claim a request is for, as it was when the library read it.
 ///
@@ -130,7 +130,7 @@ impl BucketRequest {
         storage_class_name: impl Into<String>,
     ) -> Self {
         Self {
-            object_bucket_name: crate::names::object_bucket_name(&claim.namespace, &claim.name),
+            object_bucket_name: crate::core::names::object_bucket_name(&claim.namespace, &claim.name),
             claim,
             bucket_name: bucket_name.into(),
             storage_class_name: storage_class_name.into(),
@@ -198,7 +198,7 @@ impl BucketRequest {
         .with_parameters(class.parameters.clone().unwrap_or_default())
         .with_additional_config(claim.spec.additional_config.clone().unwrap_or_default())
         .with_reclaim_policy(policy)
-        .with_object_bucket_name(crate::reconcile::plan::object_bucket_name(claim))
+        .with_object_bucket_name(crate::obc::reconcile::plan::object_bucket_name(claim))
     }
 
     /// Sets the ObjectBucket name (by default `obc-<namespace>-<name>`).
@@ -388,7 +388,7 @@ impl TeardownRequest {
     ) -> Self {
         let r = ob.spec.claim_ref.clone().unwrap_or_default();
         let uid = r.uid.unwrap_or_default();
-        let reserved = crate::reconcile::plan::is_reserved(ob);
+        let reserved = crate::obc::reconcile::plan::is_reserved(ob);
         let name = ob.metadata.name.clone().unwrap_or_default();
         Self {
             provisioned: !reserved && !uid.is_empty(),

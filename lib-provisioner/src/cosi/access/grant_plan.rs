@@ -10,7 +10,7 @@ use crate::cosi::api::{
     SIDECAR_CLEANUP_FINISHED_ANNOTATION,
 };
 use crate::cosi::plan::{Next, has_annotation, has_finalizer};
-use crate::provisioner::AccessGrant;
+use crate::core::provisioner::AccessGrant;
 
 /// What the driver role's pass sees.
 #[derive(Clone, Debug)]

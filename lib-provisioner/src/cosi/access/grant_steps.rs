@@ -23,8 +23,8 @@ use crate::cosi::keys;
 use crate::cosi::plan::Next;
 use crate::cosi::show::{self, Halt};
 use crate::cosi::writes;
-use crate::error::Error;
-use crate::provisioner::{
+use crate::core::error::Error;
+use crate::core::provisioner::{
     AccessGrant, AccessMode, AccessRequest, AccessRevocation, ClaimIdentity, Provisioner,
 };
 

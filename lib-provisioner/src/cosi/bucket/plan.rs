@@ -6,7 +6,7 @@ use crate::cosi::api::{
     BUCKETCLAIM_BEING_DELETED_ANNOTATION, Bucket, BucketDeletionPolicy, FINALIZER, ObjectProtocol,
 };
 use crate::cosi::plan::{Next, has_annotation, has_finalizer};
-use crate::provisioner::BucketInfo;
+use crate::core::provisioner::BucketInfo;
 
 /// The protocols the driver role serves: the Secret keys it writes are
 /// S3's.

@@ -3,7 +3,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use super::plan::{Observed, Step, next_step};
 use crate::cosi::api::*;
 use crate::cosi::plan::Next;
-use crate::provisioner::{BucketInfo, StoreEndpoint};
+use crate::core::provisioner::{BucketInfo, StoreEndpoint};
 
 const UID: &str = "0d8f9bd2-4bd8-4d4c-9b5b-6c7a0f6b2d11";
 

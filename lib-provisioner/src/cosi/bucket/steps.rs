@@ -10,7 +10,7 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use super::plan::{self, Observed, SUPPORTED, Step};
-use crate::api::ReclaimPolicy;
+use crate::obc::api::ReclaimPolicy;
 use crate::cosi::api::{Bucket, BucketClaim, BucketDeletionPolicy};
 use crate::cosi::context::{CosiContext, MAX_STEPS, RESYNC};
 use crate::cosi::failpoint;
@@ -18,8 +18,8 @@ use crate::cosi::keys;
 use crate::cosi::plan::Next;
 use crate::cosi::show::{self, Halt, retry_after};
 use crate::cosi::writes;
-use crate::error::Error;
-use crate::provisioner::{BucketRequest, ClaimIdentity, Provisioner, TeardownRequest};
+use crate::core::error::Error;
+use crate::core::provisioner::{BucketRequest, ClaimIdentity, Provisioner, TeardownRequest};
 
 /// Reconciles one Bucket, if it is this driver's.
 pub(crate) async fn reconcile<P: Provisioner>(
@@ -31,7 +31,7 @@ pub(crate) async fn reconcile<P: Provisioner>(
     }
     ctx.caches_ready().await;
     let api: Api<Bucket> = Api::all(ctx.client.clone());
-    let key = crate::reconcile::backoff_key(bucket.as_ref());
+    let key = crate::obc::reconcile::backoff_key(bucket.as_ref());
     let (mut found, mut deleted) = (None, false);
     for _ in 0..MAX_STEPS {
         let Some(current) = writes::get(&api, &bucket.name_any(), "read the Bucket").await? else {
@@ -74,7 +74,7 @@ enum Outcome {
     Wrote,
     /// The bucket found in this pass is recorded.
     Recorded,
-    Found(Box<crate::provisioner::BucketInfo>),
+    Found(Box<crate::core::provisioner::BucketInfo>),
     Deleted,
     Halted(Halt),
 }

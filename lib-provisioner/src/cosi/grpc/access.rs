@@ -11,7 +11,7 @@ use super::proto::{
 };
 use super::protocol::{self, Protocol, s3_credentials, s3_info};
 use super::status::{invalid, status_of, teardown_status_of};
-use crate::provisioner::{AccessMode, AccessRequest, AccessRevocation, Provisioner};
+use crate::core::provisioner::{AccessMode, AccessRequest, AccessRevocation, Provisioner};
 
 /// The longest id COSI records (`status.accountID`, `status.bucketID`).
 const MAX_ID: usize = 2048;
@@ -82,7 +82,7 @@ pub(super) async fn revoke<P: Provisioner>(
         .map_err(|e| teardown_status_of(&e))
 }
 
-/// Only access keys: a provisioner's [`Credentials`](crate::provisioner::Credentials)
+/// Only access keys: a provisioner's [`Credentials`](crate::core::provisioner::Credentials)
 /// are key pairs.
 fn key_authentication(t: Option<&proto::AuthenticationType>) -> Result<(), Status> {
     let kind = t.map(|t| authentication_type::Type::try_from(t.r#type));

@@ -12,7 +12,7 @@ use super::proto::{
 };
 use super::protocol::{self, Protocol, s3_info};
 use super::status::{invalid, status_of, teardown_status_of};
-use crate::provisioner::{BucketRequest, ClaimIdentity, Provisioner, TeardownRequest};
+use crate::core::provisioner::{BucketRequest, ClaimIdentity, Provisioner, TeardownRequest};
 
 /// The identity the gRPC path gives a bucket's claim: the bucket id, all a
 /// later `DriverDeleteBucket` knows (see the [module docs](super)).

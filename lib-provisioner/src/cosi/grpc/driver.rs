@@ -15,7 +15,7 @@ use tracing::info;
 use super::proto::{identity_server::IdentityServer, provisioner_server::ProvisionerServer};
 use super::protocol::Protocol;
 use super::service::DriverService;
-use crate::provisioner::Provisioner;
+use crate::core::provisioner::Provisioner;
 
 /// The longest driver name the COSI sidecar accepts.
 const MAX_NAME: usize = 63;
@@ -79,12 +79,12 @@ impl<P: Provisioner> CosiDriver<P> {
                 name,
                 protocols,
             },
-            call_timeout: crate::DEFAULT_PROVISIONER_TIMEOUT,
+            call_timeout: crate::controller::DEFAULT_PROVISIONER_TIMEOUT,
         })
     }
 
     /// Cuts each call off after `timeout` (default
-    /// [`DEFAULT_PROVISIONER_TIMEOUT`](crate::DEFAULT_PROVISIONER_TIMEOUT));
+    /// [`DEFAULT_PROVISIONER_TIMEOUT`](crate::controller::DEFAULT_PROVISIONER_TIMEOUT));
     /// the sidecar retries it. Provisioner methods are safe to abandon.
     pub fn with_call_timeout(mut self, timeout: Duration) -> Self {
         self.call_timeout = timeout;

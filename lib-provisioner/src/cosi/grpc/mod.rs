@@ -20,11 +20,11 @@
 //! | RPC | [`Provisioner`] method | with |
 //! |---|---|---|
 //! | `DriverGetInfo` | — | the name and protocols given to [`CosiDriver::new`] |
-//! | `DriverCreateBucket` | [`create_bucket`](crate::Provisioner::create_bucket) | `bucket_name` = `name` (the Bucket object's name, `bc-<BucketClaim UID>`), returned as the bucket id |
-//! | `DriverGetExistingBucket` | [`existing_bucket`](crate::Provisioner::existing_bucket) | `bucket_name` = `existing_bucket_id`, returned as the bucket id |
-//! | `DriverDeleteBucket` | [`delete`](crate::Provisioner::delete) | `bucket_name` = `bucket_id` |
-//! | `DriverGrantBucketAccess` | [`grant_access`](crate::Provisioner::grant_access) | `account_name`, each `bucket_id` with its mode; the returned `account_id` goes back |
-//! | `DriverRevokeBucketAccess` | [`revoke_access`](crate::Provisioner::revoke_access) | `account_id` and the bucket ids |
+//! | `DriverCreateBucket` | [`create_bucket`](crate::core::provisioner::Provisioner::create_bucket) | `bucket_name` = `name` (the Bucket object's name, `bc-<BucketClaim UID>`), returned as the bucket id |
+//! | `DriverGetExistingBucket` | [`existing_bucket`](crate::core::provisioner::Provisioner::existing_bucket) | `bucket_name` = `existing_bucket_id`, returned as the bucket id |
+//! | `DriverDeleteBucket` | [`delete`](crate::core::provisioner::Provisioner::delete) | `bucket_name` = `bucket_id` |
+//! | `DriverGrantBucketAccess` | [`grant_access`](crate::core::provisioner::Provisioner::grant_access) | `account_name`, each `bucket_id` with its mode; the returned `account_id` goes back |
+//! | `DriverRevokeBucketAccess` | [`revoke_access`](crate::core::provisioner::Provisioner::revoke_access) | `account_id` and the bucket ids |
 //!
 //! Every call carries the class's `parameters` as the request's
 //! `parameters`; class names are unknown (empty). Only S3 and
@@ -45,7 +45,7 @@
 //! sends: the bucket name for bucket calls, `account_name` at grant and
 //! `account_id` at revocation. A provisioner that keys what it makes on
 //! `claim.uid` / `principal.uid` and returns `account_name` as the account
-//! id (the default [`grant_access`](crate::Provisioner::grant_access) does) finds
+//! id (the default [`grant_access`](crate::core::provisioner::Provisioner::grant_access) does) finds
 //! its work again from the ids alone; the sample provisioner derives its
 //! user and policy names from them.
 //!
@@ -59,7 +59,7 @@
 //! The messages and service traits in [`proto`] are generated from
 //! `proto/cosi.proto` and checked in (no protoc needed to build).
 //!
-//! [`Provisioner`]: crate::Provisioner
+//! [`Provisioner`]: crate::core::provisioner::Provisioner
 
 mod access;
 mod buckets;

@@ -6,9 +6,9 @@ use super::proto::{
     object_protocol, s3_addressing_style,
 };
 use super::status::invalid;
-use crate::provisioner::{AddressingStyle, StoreEndpoint};
+use crate::core::provisioner::{AddressingStyle, StoreEndpoint};
 
-/// An object protocol the driver serves. A [`Provisioner`](crate::Provisioner)
+/// An object protocol the driver serves. A [`Provisioner`](crate::core::provisioner::Provisioner)
 /// hands out S3 access keys, so S3 is the one there is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -102,7 +102,7 @@ pub(super) fn s3_info(bucket_id: &str, endpoint: &StoreEndpoint) -> ObjectProtoc
 }
 
 /// S3 credentials as COSI carries them.
-pub(super) fn s3_credentials(c: &crate::provisioner::Credentials) -> proto::CredentialInfo {
+pub(super) fn s3_credentials(c: &crate::core::provisioner::Credentials) -> proto::CredentialInfo {
     proto::CredentialInfo {
         s3: Some(proto::S3CredentialInfo {
             access_key_id: c.access_key_id.clone(),

@@ -10,7 +10,7 @@ use tracing::{info, warn};
 use super::proto::{self, identity_server::Identity, provisioner_server};
 use super::protocol::Protocol;
 use super::{access, buckets};
-use crate::provisioner::Provisioner;
+use crate::core::provisioner::Provisioner;
 
 /// What both services share.
 pub(super) struct DriverService<P> {

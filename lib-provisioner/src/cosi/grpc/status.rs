@@ -2,7 +2,7 @@
 
 use tonic::{Code, Status};
 
-use crate::provisioner::{ErrorKind, ErrorReason, ProvisionError};
+use crate::core::provisioner::{ErrorKind, ErrorReason, ProvisionError};
 
 /// The status a COSI sidecar acts on: the error's message (which the
 /// contract keeps free of secrets; it lands in the object's
@@ -54,7 +54,7 @@ pub(super) fn invalid(message: impl Into<String>) -> Status {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::provisioner::AccessMode;
+    use crate::core::provisioner::AccessMode;
 
     #[test]
     fn each_error_gets_the_code_cosi_names() {

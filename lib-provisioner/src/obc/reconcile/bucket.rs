@@ -17,11 +17,11 @@ use tracing::{info, warn};
 
 use super::Context;
 use super::plan::{self, has_finalizer, has_label};
-use crate::api::{BucketPhase, ObjectBucket, ObjectBucketClaim};
-use crate::error::{Error, Result};
-use crate::failpoint;
-use crate::provisioner::{Provisioner, TeardownRequest};
-use crate::writes;
+use crate::obc::api::{BucketPhase, ObjectBucket, ObjectBucketClaim};
+use crate::core::error::{Error, Result};
+use crate::core::failpoint;
+use crate::core::provisioner::{Provisioner, TeardownRequest};
+use crate::obc::writes;
 
 /// Reconciles one ObjectBucket, timed into the metrics.
 pub(crate) async fn reconcile<P: Provisioner>(

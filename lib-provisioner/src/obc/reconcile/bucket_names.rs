@@ -22,9 +22,9 @@ use kube::api::Api;
 use super::Context;
 use super::claim::get_opt;
 use super::plan;
-use crate::api::{ObjectBucket, ObjectBucketClaim};
-use crate::error::{Error, Result};
-use crate::writes;
+use crate::obc::api::{ObjectBucket, ObjectBucketClaim};
+use crate::core::error::{Error, Result};
+use crate::obc::writes;
 
 /// Annotation on a name record: the holder claim's `namespace/name`.
 pub(crate) const HOLDER_CLAIM_ANNOTATION: &str = "objectbucket.io/claim";

@@ -13,10 +13,10 @@ use tracing::{debug, info};
 
 use super::Context;
 use super::plan::{self, ClassState, Observed, Step};
-use crate::api::{ObjectBucket, ObjectBucketClaim};
-use crate::error::{Error, Result};
-use crate::provisioner::Provisioner;
-use crate::writes;
+use crate::obc::api::{ObjectBucket, ObjectBucketClaim};
+use crate::core::error::{Error, Result};
+use crate::core::provisioner::Provisioner;
+use crate::obc::writes;
 
 /// More steps than the longest valid sequence (a takeover that repairs
 /// everything) needs.

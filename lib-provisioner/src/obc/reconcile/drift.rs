@@ -23,10 +23,10 @@ use kube::api::Api;
 
 use super::Context;
 use super::plan::{self, Observed};
-use crate::api::SECRET_HASH_ANNOTATION;
-use crate::error::{Error, Result};
-use crate::provisioner::BucketRequest;
-use crate::writes;
+use crate::obc::api::SECRET_HASH_ANNOTATION;
+use crate::core::error::{Error, Result};
+use crate::core::provisioner::BucketRequest;
+use crate::obc::writes;
 
 /// The `resourceVersion` of each child (by UID) last verified or written,
 /// and the data hash first seen on each Secret that carries none.
@@ -181,7 +181,7 @@ fn access_key_id(secret: &Secret) -> Option<String> {
     let value = secret
         .data
         .as_ref()?
-        .get(crate::api::secret_keys::ACCESS_KEY_ID)?;
+        .get(crate::obc::api::secret_keys::ACCESS_KEY_ID)?;
     String::from_utf8(value.0.clone()).ok()
 }
 
@@ -190,7 +190,7 @@ fn access_key_id(secret: &Secret) -> Option<String> {
 fn needs_check<P>(
     meta: &ObjectMeta,
     ctx: &Context<P>,
-    claim: &crate::api::ObjectBucketClaim,
+    claim: &crate::obc::api::ObjectBucketClaim,
 ) -> bool {
     meta.deletion_timestamp.is_none()
         && plan::owned_by(meta, claim)

@@ -24,11 +24,11 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
 use tracing::{debug, warn};
 
-use crate::api::{ObjectBucket, ObjectBucketClaim};
-use crate::error::Error;
-use crate::leader::Leadership;
-use crate::metrics::Metrics;
-use crate::provisioner::{ProvisionError, Provisioner};
+use crate::obc::api::{ObjectBucket, ObjectBucketClaim};
+use crate::core::error::Error;
+use crate::core::leader::Leadership;
+use crate::core::metrics::Metrics;
+use crate::core::provisioner::{ProvisionError, Provisioner};
 
 /// The metadata cache of one kind of child, over every namespace served.
 pub(crate) struct ChildStores<K: Resource<DynamicType = ()> + Clone + 'static>(
@@ -270,7 +270,7 @@ impl<P: Provisioner> Context<P> {
     /// Calls Delete (`delete_bucket`) or Revoke; returns the operation's name.
     pub(crate) async fn teardown(
         &self,
-        request: &crate::provisioner::TeardownRequest,
+        request: &crate::core::provisioner::TeardownRequest,
         delete_bucket: bool,
     ) -> (&'static str, Result<(), ProvisionError>) {
         if delete_bucket {
@@ -431,19 +431,6 @@ pub(crate) fn backoff_key<K: Resource<DynamicType = ()>>(obj: &K) -> String {
         .clone()
         .unwrap_or_else(|| ObjectRef::from_obj(obj).to_string())
 }
-
-/// The error a provisioner call cut off by the timeout becomes.
-pub(crate) fn timed_out(operation: &str, limit: Duration) -> ProvisionError {
-    ProvisionError::retryable(format!(
-        "{operation} did not answer within {limit:?} and was abandoned; it is retried with backoff. If the store is slow rather than stuck, raise the provisioner timeout"
-    ))
-    .with_source(TimedOut)
-}
-
-/// The source of a [`timed_out`] error, so the claim's status can name it.
-#[derive(Debug, thiserror::Error)]
-#[error("provisioner call timed out")]
-pub(crate) struct TimedOut;
 
 /// What to do after a failed reconcile: conflicts retry at once (the next
 /// pass re-reads), everything else backs off per object.

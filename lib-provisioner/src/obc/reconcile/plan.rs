@@ -17,11 +17,11 @@
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use crate::api::{
+use crate::obc::api::{
     BUCKET_ORIGIN_ANNOTATION, BucketOrigin, BucketPhase, ObjectBucket, ObjectBucketClaim,
     ReclaimPolicy,
 };
-use crate::provisioner::{BucketAccess, Revocation};
+use crate::core::provisioner::{BucketAccess, Revocation};
 
 mod meta;
 mod names;

@@ -6,13 +6,13 @@ use std::collections::BTreeMap;
 
 use super::tests::{bound_state, class, deleting, generated_claim, ob_for, observed};
 use super::*;
-use crate::api::{
+use crate::obc::api::{
     ACCESS_KEY_ANNOTATION, APPLIED_CONFIG_ANNOTATION, CLASS_PARAMETERS_ANNOTATION, ClaimPhase,
     OBJECT_BUCKET_NAME_ANNOTATION, ROTATED_ANNOTATION, ROTATION_PENDING_ANNOTATION,
     ROTATION_PREVIOUS_KEY_ANNOTATION,
 };
-use crate::provisioner::{BucketAccess, Credentials, Revocation};
-use crate::reconcile::status;
+use crate::core::provisioner::{BucketAccess, Credentials, Revocation};
+use crate::obc::reconcile::status;
 
 fn with_config(mut o: Observed, key: &str, value: &str) -> Observed {
     o.claim
@@ -211,10 +211,10 @@ fn an_edited_secret_gets_fresh_credentials_and_an_edited_config_map_is_rewritten
     let mut o = bound_state();
     o.secret_drifted = true;
     assert!(matches!(next_step(&o), Step::ObtainAccess { .. }));
-    o.access = Some(crate::provisioner::BucketAccess::new(
+    o.access = Some(crate::core::provisioner::BucketAccess::new(
         "s3.local",
         9000,
-        crate::provisioner::Credentials::new("id", "secret"),
+        crate::core::provisioner::Credentials::new("id", "secret"),
     ));
     // The same key and state as recorded: written at once.
     assert_eq!(next_step(&o), Step::WriteSecret);
@@ -245,10 +245,10 @@ fn a_child_deleted_by_a_user_is_released_then_written_again() {
     }
     // Credentials first (the Secret's data goes with it), then let it go.
     assert!(matches!(next_step(&o), Step::ObtainAccess { .. }));
-    o.access = Some(crate::provisioner::BucketAccess::new(
+    o.access = Some(crate::core::provisioner::BucketAccess::new(
         "s3.local",
         9000,
-        crate::provisioner::Credentials::new("id", "secret"),
+        crate::core::provisioner::Credentials::new("id", "secret"),
     ));
     assert_eq!(next_step(&o), Step::ReleaseSecret);
     o.secret = None;
@@ -271,7 +271,7 @@ fn rotation_asked(o: &mut Observed, value: &str) {
         .metadata
         .annotations
         .get_or_insert_default()
-        .insert(crate::api::ROTATE_ANNOTATION.into(), value.into());
+        .insert(crate::obc::api::ROTATE_ANNOTATION.into(), value.into());
 }
 
 fn access(key: &str) -> BucketAccess {
@@ -500,7 +500,7 @@ fn a_refused_config_holds_the_generation_through_a_later_problem() {
 /// from what its ObjectBucket recorded (issue 25, item 5).
 #[test]
 fn a_bound_claims_lost_secret_is_reissued_from_its_object_bucket() {
-    use crate::reconcile::drift::reissue_request;
+    use crate::obc::reconcile::drift::reissue_request;
     // Read-only at bind; the claim's owner widened it since (refused).
     let mut o = with_config(bound_state(), "accessMode", "read-write");
     record(
@@ -531,7 +531,7 @@ fn a_bound_claims_lost_secret_is_reissued_from_its_object_bucket() {
 
 #[test]
 fn a_claim_taken_over_from_the_go_library_is_reissued_with_its_class() {
-    use crate::reconcile::drift::reissue_request;
+    use crate::obc::reconcile::drift::reissue_request;
     // The Go library's ObjectBucket: no label, no records, no origin.
     let mut o = bound_state();
     o.class = class(&[("endpoint", "now")], None);
@@ -550,7 +550,7 @@ fn a_claim_taken_over_from_the_go_library_is_reissued_with_its_class() {
 
 #[test]
 fn a_claim_not_yet_bound_by_its_object_bucket_gets_a_new_claims_request() {
-    use crate::reconcile::drift::reissue_request;
+    use crate::obc::reconcile::drift::reissue_request;
     let base = bound_state();
     // No ObjectBucket yet.
     let mut o = base.clone();
@@ -562,7 +562,7 @@ fn a_claim_not_yet_bound_by_its_object_bucket_gets_a_new_claims_request() {
         ob.metadata
             .annotations
             .get_or_insert_default()
-            .insert(crate::api::RESERVED_ANNOTATION.into(), "true".into());
+            .insert(crate::obc::api::RESERVED_ANNOTATION.into(), "true".into());
     }
     assert!(reissue_request(&o).is_none());
     // Another claim's (an earlier one of this name).

@@ -7,13 +7,13 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 
 use super::*;
-use crate::api::{
+use crate::obc::api::{
     APPLIED_CONFIG_ANNOTATION, CLASS_PARAMETERS_ANNOTATION, ClaimPhase, Endpoint, FINALIZER,
     GENERATED_NAME_ANNOTATION, ObjectBucketClaimSpec, ObjectBucketClaimStatus, ObjectBucketSpec,
     ObjectBucketStatus, PROVISIONER_LABEL,
 };
-use crate::provisioner::Credentials;
-use crate::reconcile::status;
+use crate::core::provisioner::Credentials;
+use crate::obc::reconcile::status;
 
 const LABEL: &str = "example.com-bucket";
 
@@ -93,7 +93,7 @@ pub(super) fn ob_for(c: &ObjectBucketClaim, bucket: &str, origin: Option<&str>) 
             ),
             (CLASS_PARAMETERS_ANNOTATION.into(), "{}".into()),
             // The key of `access()`, recorded with the endpoint.
-            (crate::api::ACCESS_KEY_ANNOTATION.into(), "id".into()),
+            (crate::obc::api::ACCESS_KEY_ANNOTATION.into(), "id".into()),
         ]));
     }
     ob
@@ -225,7 +225,7 @@ fn reserved(mut ob: ObjectBucket) -> ObjectBucket {
     ob.metadata
         .annotations
         .get_or_insert_with(Default::default)
-        .insert(crate::api::RESERVED_ANNOTATION.into(), "true".into());
+        .insert(crate::obc::api::RESERVED_ANNOTATION.into(), "true".into());
     ob
 }
 

@@ -6,7 +6,7 @@
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
-use crate::api::{ClaimPhase, ObjectBucketClaim, ObjectBucketClaimStatus};
+use crate::obc::api::{ClaimPhase, ObjectBucketClaim, ObjectBucketClaimStatus};
 
 /// Condition type telling whether the claim is bound.
 pub const BOUND_CONDITION: &str = "Bound";
@@ -133,7 +133,7 @@ pub(crate) fn differs(claim: &ObjectBucketClaim, desired: &ObjectBucketClaimStat
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::ObjectBucketClaimSpec;
+    use crate::obc::api::ObjectBucketClaimSpec;
 
     #[test]
     fn unchanged_status_is_not_rewritten() {

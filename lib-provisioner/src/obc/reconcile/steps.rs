@@ -14,10 +14,10 @@ use kube::runtime::events::EventType;
 use super::claim::Flow;
 use super::plan::{Observed, Problem, Step};
 use super::{Context, status};
-use crate::api::ClaimPhase;
-use crate::error::{Error, Result};
-use crate::provisioner::{ProvisionError, Provisioner};
-use crate::writes;
+use crate::obc::api::ClaimPhase;
+use crate::core::error::{Error, Result};
+use crate::core::provisioner::{ProvisionError, Provisioner};
+use crate::obc::writes;
 
 mod bind;
 mod children;
@@ -116,7 +116,7 @@ pub(super) async fn provisioner_failed<P: Provisioner>(
     operation: &'static str,
     source: ProvisionError,
 ) -> Error {
-    let timed_out = std::error::Error::source(&source).is_some_and(|s| s.is::<super::TimedOut>());
+    let timed_out = std::error::Error::source(&source).is_some_and(|s| s.is::<crate::core::calls::TimedOut>());
     let (phase, reason) = match (source.is_retryable(), timed_out) {
         (false, _) => (ClaimPhase::Failed, "ProvisionerRejected"),
         (true, true) => (ClaimPhase::Pending, "ProvisionerTimeout"),

@@ -17,12 +17,12 @@ use kube::api::{Api, Patch};
 use kube::{Client, Resource, ResourceExt};
 
 use super::{owner_reference, params, post_params, release_patch};
-use crate::api::{
+use crate::obc::api::{
     Endpoint, ObjectBucketClaim, PROVISIONER_LABEL, SECRET_HASH_ANNOTATION, config_map_keys,
     secret_keys,
 };
-use crate::error::{Error, Result, is_status};
-use crate::provisioner::Credentials;
+use crate::core::error::{Error, Result, is_status};
+use crate::core::provisioner::Credentials;
 
 /// A child object (Secret or ConfigMap) named after the claim.
 pub(crate) trait Child:
@@ -193,7 +193,7 @@ pub(crate) async fn write_child<K: Child>(
         .get(&name)
         .await
         .map_err(Error::kube("read the claim's existing Secret or ConfigMap"))?;
-    if !crate::reconcile::plan::owned_by(existing.meta(), claim) {
+    if !crate::obc::reconcile::plan::owned_by(existing.meta(), claim) {
         return Err(Error::InvalidClaim(format!(
             "a {} named {name:?} exists and does not belong to this claim: rename or delete it",
             K::KIND
@@ -241,7 +241,7 @@ pub(crate) async fn release_child<K: Child>(client: &Client, meta: &ObjectMeta) 
         .ok_or(Error::MissingField("namespace"))?;
     let name = meta.name.as_deref().ok_or(Error::MissingField("name"))?;
     let api = Api::<K>::namespaced(client.clone(), ns);
-    if !crate::reconcile::plan::has_finalizer(meta) {
+    if !crate::obc::reconcile::plan::has_finalizer(meta) {
         return Ok(());
     }
     match api

@@ -3,7 +3,7 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use crate::api::{
+use crate::obc::api::{
     ClaimPhase, FINALIZER, GENERATED_NAME_ANNOTATION, ObjectBucket, ObjectBucketClaim,
     PROVISIONER_LABEL,
 };
@@ -71,7 +71,7 @@ pub(crate) fn was_bound(claim: &ObjectBucketClaim) -> bool {
 /// spec's config was refused (`config_refused`), for the current generation
 /// with no `ConfigApplied=False` left over.
 pub(crate) fn claim_status_is_bound(claim: &ObjectBucketClaim, config_refused: bool) -> bool {
-    use crate::reconcile::status::{BOUND_CONDITION, CONFIG_APPLIED_CONDITION, condition};
+    use crate::obc::reconcile::status::{BOUND_CONDITION, CONFIG_APPLIED_CONDITION, condition};
     let bound = claim.status.as_ref().is_some_and(|s| {
         s.phase == Some(ClaimPhase::Bound)
             && s.conditions
@@ -101,7 +101,7 @@ pub(crate) fn holds_generation(o: &super::Observed) -> bool {
 /// The provisioner refused the current generation's config for good: the
 /// claim is not updated again until its spec changes.
 pub(crate) fn config_refused(claim: &ObjectBucketClaim) -> bool {
-    use crate::reconcile::status::{CONFIG_APPLIED_CONDITION, SETTLED_REFUSALS, condition};
+    use crate::obc::reconcile::status::{CONFIG_APPLIED_CONDITION, SETTLED_REFUSALS, condition};
     condition(claim, CONFIG_APPLIED_CONDITION).is_some_and(|c| {
         c.status == "False"
             && SETTLED_REFUSALS.contains(&c.reason.as_str())

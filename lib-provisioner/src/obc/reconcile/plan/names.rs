@@ -5,11 +5,11 @@ use k8s_openapi::api::storage::v1::StorageClass;
 
 use super::meta::{annotation, has_finalizer, was_bound};
 use super::{BucketName, Observed, Problem};
-use crate::api::{
+use crate::obc::api::{
     BROWNFIELD_BUCKET_PARAMETER, BucketOrigin, GENERATED_NAME_ANNOTATION,
     OBJECT_BUCKET_NAME_ANNOTATION, ObjectBucket, ObjectBucketClaim,
 };
-use crate::names;
+use crate::core::names;
 
 /// The ObjectBucket a claim binds to: the one it names (bound), else the
 /// one chosen for it ([`OBJECT_BUCKET_NAME_ANNOTATION`]), else

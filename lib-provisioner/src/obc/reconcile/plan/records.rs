@@ -10,7 +10,7 @@ use k8s_openapi::api::storage::v1::StorageClass;
 
 use super::meta::annotation;
 use super::{ClassState, Observed};
-use crate::api::{
+use crate::obc::api::{
     ACCESS_KEY_ANNOTATION, APPLIED_CONFIG_ANNOTATION, CLASS_PARAMETERS_ANNOTATION, ObjectBucket,
     ObjectBucketClaim,
 };

@@ -14,7 +14,7 @@
 
 use super::meta::annotation;
 use super::{ClassState, Observed, Problem, Step, records};
-use crate::api::{
+use crate::obc::api::{
     ObjectBucket, ROTATE_ANNOTATION, ROTATED_ANNOTATION, ROTATION_PENDING_ANNOTATION,
     ROTATION_PREVIOUS_KEY_ANNOTATION,
 };

@@ -2,7 +2,7 @@
 //! conflicts with another writer.
 
 use super::{Problem, records};
-use crate::api::{BucketOrigin, ReclaimPolicy};
+use crate::obc::api::{BucketOrigin, ReclaimPolicy};
 
 /// The step to take next.
 #[derive(Clone, Debug, PartialEq, Eq)]

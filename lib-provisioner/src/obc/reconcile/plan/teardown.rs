@@ -7,7 +7,7 @@ use super::meta::{
 };
 use super::names::brownfield_bucket;
 use super::{ClassState, Observed, Step};
-use crate::api::{
+use crate::obc::api::{
     BUCKET_ORIGIN_ANNOTATION, BucketOrigin, BucketPhase, ObjectBucket, ReclaimPolicy,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -129,9 +129,9 @@ pub(crate) fn teardown_plan(ob: &ObjectBucket, class: &ClassState) -> TeardownPl
 }
 
 /// Whether the ObjectBucket is a reservation made before its bucket (see
-/// [`crate::api::RESERVED_ANNOTATION`]).
+/// [`crate::obc::api::RESERVED_ANNOTATION`]).
 pub(crate) fn is_reserved(ob: &ObjectBucket) -> bool {
-    annotation(&ob.metadata, crate::api::RESERVED_ANNOTATION).is_some()
+    annotation(&ob.metadata, crate::obc::api::RESERVED_ANNOTATION).is_some()
 }
 
 /// Origin for teardown. When nothing recorded it and the class is gone,

@@ -4,14 +4,14 @@
 use kube::ResourceExt;
 use kube::runtime::events::EventType;
 
-use crate::api::{BucketPhase, ClaimPhase, ObjectBucket};
-use crate::error::{Error, Result};
-use crate::failpoint;
-use crate::provisioner::Provisioner;
-use crate::reconcile::claim::Flow;
-use crate::reconcile::plan::{self, Observed};
-use crate::reconcile::{Context, status};
-use crate::writes;
+use crate::obc::api::{BucketPhase, ClaimPhase, ObjectBucket};
+use crate::core::error::{Error, Result};
+use crate::core::failpoint;
+use crate::core::provisioner::Provisioner;
+use crate::obc::reconcile::claim::Flow;
+use crate::obc::reconcile::plan::{self, Observed};
+use crate::obc::reconcile::{Context, status};
+use crate::obc::writes;
 
 /// Records `spec.objectBucketName` on the claim.
 pub(super) async fn bind_claim<P: Provisioner>(o: &mut Observed, ctx: &Context<P>) -> Result<Flow> {

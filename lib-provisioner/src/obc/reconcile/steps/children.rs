@@ -3,13 +3,13 @@
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::runtime::events::EventType;
 
-use crate::error::{Error, Result};
-use crate::failpoint;
-use crate::provisioner::Provisioner;
-use crate::reconcile::Context;
-use crate::reconcile::claim::Flow;
-use crate::reconcile::plan::Observed;
-use crate::writes;
+use crate::core::error::{Error, Result};
+use crate::core::failpoint;
+use crate::core::provisioner::Provisioner;
+use crate::obc::reconcile::Context;
+use crate::obc::reconcile::claim::Flow;
+use crate::obc::reconcile::plan::Observed;
+use crate::obc::writes;
 
 /// Creates the Secret, or makes its data match the obtained access.
 pub(super) async fn write_secret<P: Provisioner>(

@@ -6,16 +6,16 @@ use kube::runtime::events::EventType;
 use tracing::info;
 
 use super::{provisioner_failed, reject};
-use crate::api::{BucketOrigin, ReclaimPolicy};
-use crate::error::{Error, Result};
-use crate::failpoint;
-use crate::names;
-use crate::provisioner::{BucketRequest, Provisioner};
-use crate::reconcile::Context;
-use crate::reconcile::bucket_names::{self, Holding};
-use crate::reconcile::claim::{Flow, claim_key, refresh_claim};
-use crate::reconcile::plan::{self, ClassState, Observed, Problem};
-use crate::writes::{self, NewObjectBucket};
+use crate::obc::api::{BucketOrigin, ReclaimPolicy};
+use crate::core::error::{Error, Result};
+use crate::core::failpoint;
+use crate::core::names;
+use crate::core::provisioner::{BucketRequest, Provisioner};
+use crate::obc::reconcile::Context;
+use crate::obc::reconcile::bucket_names::{self, Holding};
+use crate::obc::reconcile::claim::{Flow, claim_key, refresh_claim};
+use crate::obc::reconcile::plan::{self, ClassState, Observed, Problem};
+use crate::obc::writes::{self, NewObjectBucket};
 
 /// Finalizer, label and a generated name in one patch, then a read-back.
 pub(super) async fn prepare_claim<P: Provisioner>(
@@ -93,7 +93,7 @@ pub(super) async fn obtain_access<P: Provisioner>(
     ctx: &Context<P>,
 ) -> Result<Flow> {
     // A claim its ObjectBucket binds already gets its credentials re-issued.
-    let request = match crate::reconcile::drift::reissue_request(o) {
+    let request = match crate::obc::reconcile::drift::reissue_request(o) {
         Some(request) => request,
         None => {
             let ClassState::Ours(class) = &o.class else {

@@ -6,16 +6,16 @@
 use tracing::info;
 
 use super::provisioner_failed;
-use crate::api::{
+use crate::obc::api::{
     ObjectBucket, ROTATED_ANNOTATION, ROTATION_PENDING_ANNOTATION, ROTATION_PREVIOUS_KEY_ANNOTATION,
 };
-use crate::error::{Error, Result};
-use crate::failpoint;
-use crate::provisioner::{BucketRequest, ErrorKind, Provisioner, Revocation, RotationRequest};
-use crate::reconcile::claim::{Flow, claim_key};
-use crate::reconcile::plan::{Observed, Problem, records};
-use crate::reconcile::{Context, status};
-use crate::writes;
+use crate::core::error::{Error, Result};
+use crate::core::failpoint;
+use crate::core::provisioner::{BucketRequest, ErrorKind, Provisioner, Revocation, RotationRequest};
+use crate::obc::reconcile::claim::{Flow, claim_key};
+use crate::obc::reconcile::plan::{Observed, Problem, records};
+use crate::obc::reconcile::{Context, status};
+use crate::obc::writes;
 
 fn request(o: &Observed, ob: &ObjectBucket, rotation: &str, previous: &str) -> RotationRequest {
     let parameters = records::parameters_for(Some(ob), &o.class).unwrap_or_default();

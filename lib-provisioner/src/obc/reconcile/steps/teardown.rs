@@ -7,14 +7,14 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 
 use super::provisioner_failed;
-use crate::api::{BucketPhase, FINALIZER, ObjectBucket, ReclaimPolicy};
-use crate::error::{Error, Result};
-use crate::failpoint;
-use crate::provisioner::{ClaimIdentity, ProvisionError, Provisioner, TeardownRequest};
-use crate::reconcile::Context;
-use crate::reconcile::claim::{Flow, get_opt};
-use crate::reconcile::plan::{self, Observed, records};
-use crate::writes;
+use crate::obc::api::{BucketPhase, FINALIZER, ObjectBucket, ReclaimPolicy};
+use crate::core::error::{Error, Result};
+use crate::core::failpoint;
+use crate::core::provisioner::{ClaimIdentity, ProvisionError, Provisioner, TeardownRequest};
+use crate::obc::reconcile::Context;
+use crate::obc::reconcile::claim::{Flow, get_opt};
+use crate::obc::reconcile::plan::{self, Observed, records};
+use crate::obc::writes;
 
 /// Calls Delete (or Revoke) for a claim being deleted, and says so.
 pub(super) async fn teardown<P: Provisioner>(
@@ -184,7 +184,7 @@ fn teardown_request(o: &Observed) -> TeardownRequest {
         .map(str::to_owned)
         .or_else(|| {
             parameters
-                .get(crate::api::BROWNFIELD_BUCKET_PARAMETER)
+                .get(crate::obc::api::BROWNFIELD_BUCKET_PARAMETER)
                 .cloned()
         })
         .unwrap_or_default();

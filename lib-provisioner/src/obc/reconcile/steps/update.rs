@@ -8,14 +8,14 @@
 use kube::runtime::events::EventType;
 use tracing::info;
 
-use crate::api::{APPLIED_CONFIG_ANNOTATION, ObjectBucket};
-use crate::error::{Error, Result};
-use crate::failpoint;
-use crate::provisioner::{BucketRequest, ErrorKind, Provisioner, UpdateRequest};
-use crate::reconcile::claim::{Flow, claim_key};
-use crate::reconcile::plan::{Observed, records};
-use crate::reconcile::{Context, status};
-use crate::writes;
+use crate::obc::api::{APPLIED_CONFIG_ANNOTATION, ObjectBucket};
+use crate::core::error::{Error, Result};
+use crate::core::failpoint;
+use crate::core::provisioner::{BucketRequest, ErrorKind, Provisioner, UpdateRequest};
+use crate::obc::reconcile::claim::{Flow, claim_key};
+use crate::obc::reconcile::plan::{Observed, records};
+use crate::obc::reconcile::{Context, status};
+use crate::obc::writes;
 
 /// Calls the provisioner's `update` and records the config as applied; or
 /// shows on the claim why it was not.
