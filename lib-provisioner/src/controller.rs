@@ -43,7 +43,8 @@ use crate::core::leader::{Elector, LeaderElection, Leadership};
 use crate::core::metrics::Metrics;
 use crate::core::names;
 use crate::core::provisioner::Provisioner;
-use crate::obc::reconcile::{Backoffs, ChildStores, Context};
+use crate::core::backoff::Backoffs;
+use crate::obc::reconcile::{ChildStores, Context};
 use crate::core::server::Health;
 
 mod gate;

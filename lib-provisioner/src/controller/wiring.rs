@@ -14,12 +14,18 @@ use kube::runtime::reflector::{self, ObjectRef, ReflectHandle, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 use tokio::sync::{mpsc, watch};
-use tracing::{info, warn};
+use tracing::info;
 
 use crate::obc::api::{ClaimPhase, ObjectBucket, ObjectBucketClaim, PROVISIONER_LABEL};
 use crate::core::provisioner::Provisioner;
 use crate::obc::reconcile::{self, Context, bucket, claim, plan};
+use crate::core::log::log_controller_error;
 use crate::core::server::Health;
+use crate::core::watch::backoff::watch_backoff;
+use crate::core::watch::feeds::{
+    dropped_on_stop, strip_managed_fields, tokio_stream_of, tracked, without_errors,
+};
+use crate::core::watch::triggers::{stopped, took_over, while_leading};
 
 type Feed<K> = BoxStream<'static, Result<K, watcher::Error>>;
 type Watch<K> = BoxStream<'static, Result<watcher::Event<K>, watcher::Error>>;
@@ -367,192 +373,3 @@ pub(super) async fn signal_ready(
     health.ready.store(true, Ordering::Relaxed);
 }
 
-/// Retries of a failed watch: 250 ms doubling to 2 s. kube-runtime's
-/// default grows to 30 s, so after an apiserver outage the watches (and
-/// every claim waiting on them) came back up to half a minute after the API
-/// did; a reconnect every 2 s costs a down apiserver nothing.
-pub(crate) fn watch_backoff() -> WatchBackoff {
-    WatchBackoff::default()
-}
-
-/// 250 ms doubling to 2 s, with up to 25% jitter; reset by the stream once a
-/// watch delivers again.
-#[derive(Debug)]
-pub(crate) struct WatchBackoff {
-    next: std::time::Duration,
-}
-
-impl WatchBackoff {
-    const MIN: std::time::Duration = std::time::Duration::from_millis(250);
-    const MAX: std::time::Duration = std::time::Duration::from_secs(2);
-}
-
-impl Default for WatchBackoff {
-    fn default() -> Self {
-        Self { next: Self::MIN }
-    }
-}
-
-impl Iterator for WatchBackoff {
-    type Item = std::time::Duration;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        let delay = self.next;
-        self.next = (self.next * 2).min(Self::MAX);
-        let jitter = rand::random_range(0.0..0.25);
-        Some(delay.mul_f64(1.0 + jitter))
-    }
-}
-
-impl kube::runtime::utils::Backoff for WatchBackoff {
-    fn reset(&mut self) {
-        self.next = Self::MIN;
-    }
-}
-
-/// Drops a feed's errors before the controller sees them: they are logged
-/// and retried (with [`WatchBackoff`]) where they happen, and the
-/// controller's own backoff on errors would pause all its triggers at once,
-/// once per failing watch.
-fn without_errors<K>(r: &Result<K, watcher::Error>) -> futures::future::Ready<bool> {
-    futures::future::ready(r.is_ok())
-}
-
-/// Records each event of watch `name` in the watches' health, and logs
-/// its failures.
-pub(crate) fn tracked<K>(
-    health: &Arc<Health>,
-    name: impl Into<String>,
-) -> impl FnMut(&Result<K, watcher::Error>) + Send + 'static {
-    let health = health.clone();
-    let name: String = name.into();
-    health.watches.register(&name);
-    move |event| match event {
-        Ok(_) => health.watches.ok(&name),
-        Err(e) => {
-            warn!(watch = %name, error = %e, "watch failed; retrying with backoff");
-            health.watches.failed(&name);
-        }
-    }
-}
-
-/// Passes a reconciler's trigger on only while this replica leads. A
-/// standby still polls it, so its caches stay warm: the reflector has
-/// applied each event to the cache before the event gets here, and
-/// [`took_over`] covers whatever was dropped.
-pub(crate) fn while_leading<S>(
-    trigger: S,
-    leading: &watch::Receiver<bool>,
-) -> impl futures::Stream<Item = S::Item> + Send + 'static
-where
-    S: futures::Stream + Send + 'static,
-    S::Item: Send,
-{
-    let leading = leading.clone();
-    trigger.filter(move |_| futures::future::ready(*leading.borrow()))
-}
-
-/// Fires once, when this replica starts leading: then every cached object
-/// is reconciled.
-pub(crate) fn took_over(
-    mut leading: watch::Receiver<bool>,
-) -> impl futures::Stream<Item = ()> + Send {
-    futures::stream::once(async move { leading.wait_for(|l| *l).await.is_ok() })
-        .filter(|led| futures::future::ready(*led))
-        .map(|_| ())
-}
-
-pub(crate) async fn stopped(mut rx: watch::Receiver<bool>) {
-    let _ = rx.wait_for(|s| *s).await;
-}
-
-/// `stream`, ended and dropped as soon as `stop` says so, whether or not
-/// anyone polls it again. The claim cache's writer lives inside its feed,
-/// and kube-runtime stops polling a controller's trigger stream at shutdown
-/// but keeps it until the controller ends, which first waits for that
-/// cache to be ready: a stop before the first list completed (a SIGTERM
-/// right after start) left the process waiting for ever. Dropped, the
-/// writer fails the readiness gate and everything winds down.
-fn dropped_on_stop<S>(stream: S, stop: watch::Receiver<bool>) -> BoxStream<'static, S::Item>
-where
-    S: futures::Stream + Send + 'static,
-{
-    let slot = Arc::new(std::sync::Mutex::new(Some(stream.boxed())));
-    let dropper = slot.clone();
-    tokio::spawn(async move {
-        stopped(stop).await;
-        let taken = dropper.lock().map(|mut s| s.take());
-        drop(taken);
-    });
-    futures::stream::poll_fn(move |cx| match slot.lock() {
-        Ok(mut guard) => match guard.as_mut() {
-            Some(stream) => stream.poll_next_unpin(cx),
-            None => std::task::Poll::Ready(None),
-        },
-        // A panic while polling: nothing more comes from this feed.
-        Err(_) => std::task::Poll::Ready(None),
-    })
-    .boxed()
-}
-
-/// The caches never read managedFields, and they are most of each cached
-/// object's memory (server-side field tracking, decoded as JSON trees).
-pub(crate) fn strip_managed_fields<K: kube::Resource>(object: &mut K) {
-    object.meta_mut().managed_fields = None;
-}
-
-fn tokio_stream_of<T: Send + 'static>(
-    mut rx: tokio::sync::mpsc::UnboundedReceiver<T>,
-) -> impl futures::Stream<Item = T> + Send + 'static {
-    futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
-}
-
-pub(crate) fn log_controller_error<R, Q>(what: &str, e: &kube::runtime::controller::Error<R, Q>)
-where
-    R: std::error::Error + 'static,
-    Q: std::error::Error + 'static,
-{
-    use kube::runtime::controller::Error as E;
-    match e {
-        // On the claim already (status, Events) and in the metrics; an
-        // operator sees it too, once a minute per object at most.
-        E::ReconcilerFailed(err, obj) => {
-            let key = format!("{what}/{obj}");
-            if LOG_LIMIT.allows(&key) {
-                warn!(controller = what, object = %obj, error = %err, "reconcile failed; retrying with backoff (repeats of this object's failures are logged at debug for a minute)");
-            } else {
-                tracing::debug!(controller = what, object = %obj, error = %err, "reconcile failed")
-            }
-        }
-        // Deleted between the trigger and the reconcile: nothing to do.
-        E::ObjectNotFound(obj) => {
-            tracing::debug!(controller = what, object = %obj, "object is gone")
-        }
-        other => warn!(controller = what, error = %other, "controller error"),
-    }
-}
-
-/// At most one warning a minute per key.
-struct LogLimit(std::sync::Mutex<std::collections::HashMap<String, std::time::Instant>>);
-
-static LOG_LIMIT: std::sync::LazyLock<LogLimit> =
-    std::sync::LazyLock::new(|| LogLimit(Default::default()));
-
-impl LogLimit {
-    const EVERY: std::time::Duration = std::time::Duration::from_secs(60);
-
-    fn allows(&self, key: &str) -> bool {
-        let mut last = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        let now = std::time::Instant::now();
-        if last.len() > 10_000 {
-            last.retain(|_, at| now.duration_since(*at) < Self::EVERY);
-        }
-        match last.get(key) {
-            Some(at) if now.duration_since(*at) < Self::EVERY => false,
-            _ => {
-                last.insert(key.to_owned(), now);
-                true
-            }
-        }
-    }
-}

@@ -9,17 +9,23 @@
 //! - [`error`]: the library's error types.
 //! - `calls` (private): how every provisioner call runs (timeout, lease,
 //!   metrics).
+//! - `backoff`, `watch`, `log` (private): what both families' controllers
+//!   are built from: per-object retry backoff and the error policy, watch
+//!   retries and trigger gates, and the log of controller errors.
 //! - `writes` (private): what every Kubernetes write shares (field manager,
 //!   patch parameters).
 //!
 //! Nothing here names an API family's kinds: a change here reaches both.
 
+pub(crate) mod backoff;
 pub(crate) mod calls;
 pub mod error;
 pub mod failpoint;
 pub mod leader;
+pub(crate) mod log;
 pub mod metrics;
 pub mod names;
 pub mod provisioner;
 pub(crate) mod server;
+pub(crate) mod watch;
 pub(crate) mod writes;

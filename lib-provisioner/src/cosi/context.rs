@@ -8,14 +8,13 @@ use kube::Client;
 use kube::runtime::controller::Action;
 use kube::runtime::events::Recorder;
 use kube::runtime::reflector::Store;
-use tracing::debug;
 
 use super::api::BucketAccess;
 use crate::core::error::Error;
 use crate::core::leader::Leadership;
 use crate::core::metrics::Metrics;
 use crate::core::provisioner::{ProvisionError, Provisioner};
-use crate::obc::reconcile::Backoffs;
+use crate::core::backoff::Backoffs;
 
 /// Everything the COSI reconcilers share.
 pub(crate) struct CosiContext<P> {
@@ -100,17 +99,15 @@ impl<P: Provisioner> CosiContext<P> {
     }
 }
 
-/// The error policy of every COSI controller: conflicts retry at once,
-/// everything else backs off per object.
+/// The error policy of every COSI controller: as every family's
+/// ([`retry_delay`](crate::core::backoff::retry_delay)).
 pub(crate) fn error_policy<K, P>(obj: Arc<K>, error: &Error, ctx: Arc<CosiContext<P>>) -> Action
 where
     K: kube::Resource<DynamicType = ()>,
 {
-    let key = crate::obc::reconcile::backoff_key(obj.as_ref());
-    let delay = match error {
-        Error::Conflict { .. } => Duration::from_millis(200),
-        _ => ctx.backoff.next(&key),
-    };
-    debug!(error = %error, ?delay, "COSI reconcile failed; retrying later");
-    Action::requeue(delay)
+    Action::requeue(crate::core::backoff::retry_delay(
+        obj.as_ref(),
+        error,
+        &ctx.backoff,
+    ))
 }

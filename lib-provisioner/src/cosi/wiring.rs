@@ -20,14 +20,14 @@ use tokio::sync::watch;
 use super::api::{Bucket, BucketAccess, BucketAccessClass, BucketClaim, BucketClass};
 use super::context::{CosiContext, error_policy};
 use super::{CosiOptions, access, bucket, claim};
-use crate::controller::wiring::{
-    log_controller_error, stopped, strip_managed_fields, took_over, tracked, watch_backoff,
-    while_leading,
-};
+use crate::core::log::log_controller_error;
+use crate::core::watch::backoff::watch_backoff;
+use crate::core::watch::feeds::{strip_managed_fields, tracked};
+use crate::core::watch::triggers::{stopped, took_over, while_leading};
 use crate::core::leader::Leadership;
 use crate::core::metrics::Metrics;
 use crate::core::provisioner::Provisioner;
-use crate::obc::reconcile::Backoffs;
+use crate::core::backoff::Backoffs;
 use crate::core::server::Health;
 
 /// What the COSI controllers share with the OBC ones.

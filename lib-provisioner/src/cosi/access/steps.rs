@@ -33,7 +33,7 @@ pub(crate) async fn reconcile<P: Provisioner>(
     ctx.caches_ready().await;
     let ns = access.namespace().ok_or(Error::MissingField("namespace"))?;
     let api: Api<BucketAccess> = Api::namespaced(ctx.client.clone(), &ns);
-    let key = crate::obc::reconcile::backoff_key(access.as_ref());
+    let key = crate::core::backoff::backoff_key(access.as_ref());
     let mut memory = Memory::default();
     for _ in 0..MAX_STEPS {
         let Some(current) = writes::get(&api, &access.name_any(), "read the BucketAccess").await?

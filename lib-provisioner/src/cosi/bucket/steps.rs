@@ -31,7 +31,7 @@ pub(crate) async fn reconcile<P: Provisioner>(
     }
     ctx.caches_ready().await;
     let api: Api<Bucket> = Api::all(ctx.client.clone());
-    let key = crate::obc::reconcile::backoff_key(bucket.as_ref());
+    let key = crate::core::backoff::backoff_key(bucket.as_ref());
     let (mut found, mut deleted) = (None, false);
     for _ in 0..MAX_STEPS {
         let Some(current) = writes::get(&api, &bucket.name_any(), "read the Bucket").await? else {

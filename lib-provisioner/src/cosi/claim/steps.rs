@@ -28,7 +28,7 @@ pub(crate) async fn reconcile<P: Provisioner>(
     ctx.caches_ready().await;
     let ns = claim.namespace().ok_or(Error::MissingField("namespace"))?;
     let claims: Api<BucketClaim> = Api::namespaced(ctx.client.clone(), &ns);
-    let key = crate::obc::reconcile::backoff_key(claim.as_ref());
+    let key = crate::core::backoff::backoff_key(claim.as_ref());
     for _ in 0..MAX_STEPS {
         let Some(o) = observe(&ctx, &claims, &claim.name_any()).await? else {
             return Ok(Action::await_change());

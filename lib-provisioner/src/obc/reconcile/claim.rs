@@ -84,7 +84,7 @@ pub(crate) async fn reconcile<P: Provisioner>(
     ctx.metrics
         .reconciled(started.elapsed(), result.as_ref().err());
     if result.is_ok() {
-        ctx.backoff.reset(&super::backoff_key(claim.as_ref()));
+        ctx.backoff.reset(&crate::core::backoff::backoff_key(claim.as_ref()));
     }
     result
 }

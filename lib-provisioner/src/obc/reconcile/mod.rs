@@ -13,7 +13,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use backon::{BackoffBuilder, ExponentialBackoff, ExponentialBuilder};
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
@@ -22,8 +21,9 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
-use tracing::{debug, warn};
+use tracing::warn;
 
+use crate::core::backoff::Backoffs;
 use crate::obc::api::{ObjectBucket, ObjectBucketClaim};
 use crate::core::error::Error;
 use crate::core::leader::Leadership;
@@ -382,73 +382,13 @@ fn truncate(mut s: String, max: usize) -> String {
     s
 }
 
-/// Per-object capped exponential backoff (with jitter), reset on success.
-pub(crate) struct Backoffs {
-    builder: ExponentialBuilder,
-    state: Mutex<HashMap<String, ExponentialBackoff>>,
-}
-
-impl Backoffs {
-    pub(crate) fn new(min: Duration, max: Duration) -> Self {
-        Self {
-            builder: ExponentialBuilder::default()
-                .with_min_delay(min)
-                .with_max_delay(max)
-                .with_jitter()
-                .without_max_times(),
-            state: Mutex::new(HashMap::new()),
-        }
-    }
-
-    /// The next delay for the object of `key` (its UID: a claim recreated
-    /// with the same name starts afresh).
-    pub(crate) fn next(&self, key: &str) -> Duration {
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        state
-            .entry(key.to_owned())
-            .or_insert_with(|| self.builder.build())
-            .next()
-            .unwrap_or(Duration::from_secs(300))
-    }
-
-    pub(crate) fn reset(&self, key: &str) {
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        state.remove(key);
-    }
-
-    /// Forgets every object's backoff: after an outage of the API, delays
-    /// grown during it say nothing about what comes next.
-    pub(crate) fn reset_all(&self) {
-        self.state.lock().unwrap_or_else(|p| p.into_inner()).clear();
-    }
-}
-
-/// The key of an object's backoff: its UID, else (never, for objects read
-/// from the API) its reference.
-pub(crate) fn backoff_key<K: Resource<DynamicType = ()>>(obj: &K) -> String {
-    obj.meta()
-        .uid
-        .clone()
-        .unwrap_or_else(|| ObjectRef::from_obj(obj).to_string())
-}
-
-/// What to do after a failed reconcile: conflicts retry at once (the next
-/// pass re-reads), everything else backs off per object.
+/// What to do after a failed reconcile: as every family's
+/// ([`retry_delay`](crate::core::backoff::retry_delay)).
 pub(crate) fn error_policy<K, P>(obj: Arc<K>, error: &Error, ctx: Arc<Context<P>>) -> Action
 where
     K: Resource<DynamicType = ()>,
 {
-    let key = ObjectRef::from_obj(obj.as_ref());
-    let backoff = backoff_key(obj.as_ref());
-    let delay = match error {
-        Error::Conflict { .. } => Duration::from_millis(200),
-        Error::Provisioner { source, .. } if source.retry_after().is_some() => source
-            .retry_after()
-            .unwrap_or_default()
-            .max(ctx.backoff.next(&backoff)),
-        _ => ctx.backoff.next(&backoff),
-    };
-    debug!(object = %key, error = %error, ?delay, "reconcile failed; retrying later");
+    let delay = crate::core::backoff::retry_delay(obj.as_ref(), error, &ctx.backoff);
     Action::requeue(delay)
 }
 
