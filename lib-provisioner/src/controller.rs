@@ -1,5 +1,7 @@
-//! Wiring: watches, caches, the two reconcilers, leader election and the
-//! metrics/health server, started from a builder in a few lines.
+//! The composition: a builder that starts each API family's controllers
+//! ([`crate::obc`], and [`crate::cosi`] when asked) under one leader
+//! election, one health and metrics server and one stop signal, and shuts
+//! them down. The families own their watches, caches and reconcilers.
 //!
 //! ```no_run
 //! # use lib_provisioner::provisioner::*;
@@ -32,39 +34,19 @@ use std::time::Duration;
 
 use futures::future::{BoxFuture, FutureExt};
 use kube::Client;
-use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::reflector::ObjectRef;
 use tokio::sync::watch;
-use tracing::error;
 
-use crate::obc::api::ObjectBucket;
+pub use crate::core::calls::DEFAULT_PROVISIONER_TIMEOUT;
+pub use crate::obc::wiring::WatchScope;
+
+mod gate;
+
 use crate::core::error::RunError;
 use crate::core::leader::{Elector, LeaderElection, Leadership};
 use crate::core::metrics::Metrics;
-use crate::core::names;
 use crate::core::provisioner::Provisioner;
-use crate::core::backoff::Backoffs;
-use crate::obc::reconcile::{ChildStores, Context};
+use crate::core::runtime::Shared;
 use crate::core::server::Health;
-
-mod gate;
-mod namespaces;
-pub(crate) mod wiring;
-
-/// Which namespaces' claims to serve.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum WatchScope {
-    /// Every namespace.
-    #[default]
-    All,
-    /// Only these namespaces.
-    Namespaces(Vec<String>),
-}
-
-/// How long a provisioner call may take unless
-/// [`ControllerBuilder::provisioner_timeout`] says otherwise.
-pub const DEFAULT_PROVISIONER_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Configures and starts a provisioner controller.
 pub struct ControllerBuilder<P> {
@@ -306,14 +288,11 @@ impl<P: Provisioner> ControllerBuilder<P> {
         outcome
     }
 
-    /// Builds the caches, the context and every task (claim controllers, the
-    /// ObjectBucket reconciler, the reconnect retrier, readiness) and joins
-    /// them. Longer than the other functions on purpose: it is the one
-    /// place the pieces of `controller/wiring.rs` are put together, in the
-    /// order their subscriptions and channels must be taken, and reads top
-    /// to bottom as that order.
+    /// Starts each family's controllers on the shared parts and joins
+    /// them: OBC always, COSI when [`cosi`](Self::cosi) asked for it. The
+    /// same provisioner (one `Arc`) serves both.
     fn start(
-        mut self,
+        self,
         client: Client,
         metrics: Arc<Metrics>,
         health: Arc<Health>,
@@ -321,149 +300,37 @@ impl<P: Provisioner> ControllerBuilder<P> {
         leadership: Option<Arc<Leadership>>,
         leading: watch::Receiver<bool>,
     ) -> impl Future<Output = ()> + Send + 'static {
-        let label = names::provisioner_label_value(&self.provisioner_name);
-        let namespaces: Vec<Option<String>> = match &self.scope {
-            WatchScope::All => vec![None],
-            WatchScope::Namespaces(list) => list.iter().cloned().map(Some).collect(),
-        };
-        let mut shared = wiring::SharedCaches::new(&client, &health);
-        let (claim_deletions_tx, claim_deletions) =
-            tokio::sync::mpsc::unbounded_channel::<ObjectRef<ObjectBucket>>();
-        let scope = wiring::Scope::new(&client, &namespaces, &label, claim_deletions_tx, &health);
-        let claims = scope.claims.clone();
-        metrics.watch_claims(claims.clone());
-
-        let (synced_tx, synced_rx) = watch::channel(false);
-        let config = kube::runtime::controller::Config::default().concurrency(self.concurrency);
-        let cosi = self.cosi.take().map(|options| {
-            let shared = crate::cosi::wiring::Shared {
-                client: client.clone(),
-                metrics: metrics.clone(),
-                health: health.clone(),
-                leadership: leadership.clone(),
-                provisioner_timeout: self.provisioner_timeout,
-                backoff: self.backoff,
-                concurrency: self.concurrency,
-                stop: stop.clone(),
-                leading: leading.clone(),
-            };
-            (options, shared)
-        });
-        let ctx = self.context(
-            client, label, &shared, &scope, metrics, synced_rx, leadership,
-        );
-        let mut tasks: Vec<BoxFuture<'static, ()>> = Vec::new();
-        if let Some((options, s)) = cosi {
-            // The same provisioner (one Arc) serves both APIs.
-            tasks.push(crate::cosi::wiring::start(
-                options,
-                s,
-                ctx.provisioner.clone(),
-            ));
-        }
-        let (retry, retried) = tokio::sync::mpsc::unbounded_channel();
-        match shared.claim_triggers.take() {
-            Some((buckets, classes)) => tasks.push(wiring::claim_controller(
-                scope,
-                (buckets, classes, retried),
-                ctx.clone(),
-                config.clone(),
-                stop.clone(),
-                leading.clone(),
-            )),
-            None => error!("the shared caches cannot be subscribed to; this is a bug"),
-        }
-        tasks.push(wiring::retry_after_reconnect(
-            health.clone(),
-            ctx.clone(),
-            claims.clone(),
-            retry,
-            stop.clone(),
-        ));
-        if let Some(bucket_events) = shared.bucket_triggers.take() {
-            tasks.push(wiring::bucket_controller(
-                bucket_events,
-                shared.buckets.clone(),
-                claim_deletions,
-                ctx.clone(),
-                config,
-                stop.clone(),
-                leading,
-            ));
-        }
-        let ready = wiring::signal_ready(
-            shared.classes.clone(),
-            shared.buckets.clone(),
-            claims,
-            synced_tx,
-            health,
-        );
-        let feeds = shared.feeds;
-        let mut stop_feeds = stop;
-        async move {
-            tokio::join!(
-                futures::future::join_all(tasks),
-                async {
-                    tokio::select! {
-                        () = feeds => {}
-                        _ = stop_feeds.wait_for(|s| *s) => {}
-                    }
-                },
-                ready,
-            );
-        }
-    }
-
-    /// What every reconcile reads: the client, the provisioner, the caches,
-    /// the settings.
-    #[allow(clippy::too_many_arguments)]
-    fn context(
-        self,
-        client: Client,
-        label: String,
-        shared: &wiring::SharedCaches,
-        scope: &wiring::Scope,
-        metrics: Arc<Metrics>,
-        caches_synced: watch::Receiver<bool>,
-        leadership: Option<Arc<Leadership>>,
-    ) -> Arc<Context<P>> {
-        let namespaces = match &self.scope {
-            WatchScope::All => None,
-            WatchScope::Namespaces(list) => Some(list.iter().cloned().collect()),
-        };
-        let reporter = Reporter {
-            controller: label.clone(),
-            instance: std::env::var("POD_NAME").ok(),
-        };
-        Arc::new(Context {
-            recorder: Recorder::new(client.clone(), reporter),
+        let shared = Shared {
             client,
-            provisioner: Arc::new(self.provisioner),
-            provisioner_name: self.provisioner_name,
-            label,
-            classes: shared.classes.clone(),
-            buckets: shared.buckets.clone(),
-            claims: scope.claims.clone(),
-            secrets: ChildStores(scope.secrets.clone()),
-            config_maps: ChildStores(scope.config_maps.clone()),
             metrics,
-            backoff: Backoffs::new(self.backoff.0, self.backoff.1),
-            resync: self.resync,
-            provisioner_timeout: self.provisioner_timeout,
-            caches_synced,
-            pruned_binds: Default::default(),
+            health,
             leadership,
-            superseded: Default::default(),
-            superseded_buckets: Default::default(),
-            in_flight: Default::default(),
-            verified: Default::default(),
-            api_errors: Default::default(),
-            namespaces,
+            provisioner_timeout: self.provisioner_timeout,
+            backoff: self.backoff,
+            concurrency: self.concurrency,
+            stop,
+            leading,
+        };
+        let provisioner = Arc::new(self.provisioner);
+        let settings = crate::obc::wiring::Settings {
+            provisioner_name: self.provisioner_name,
+            scope: self.scope,
+            resync: self.resync,
             name_records: self.name_records.or_else(|| {
                 self.leader_election
                     .as_ref()
                     .map(|election| election.namespace.clone())
             }),
-        })
+        };
+        let mut families: Vec<BoxFuture<'static, ()>> = Vec::new();
+        if let Some(options) = self.cosi {
+            families.push(crate::cosi::wiring::start(
+                options,
+                shared.clone(),
+                provisioner.clone(),
+            ));
+        }
+        families.push(crate::obc::wiring::start(settings, shared, provisioner));
+        futures::future::join_all(families).map(|_| ())
     }
 }

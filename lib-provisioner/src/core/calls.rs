@@ -9,6 +9,11 @@ use crate::core::leader::{CallLimit, Leadership};
 use crate::core::metrics::Metrics;
 use crate::core::provisioner::ProvisionError;
 
+/// How long a provisioner call may take unless
+/// [`ControllerBuilder::provisioner_timeout`](crate::controller::ControllerBuilder::provisioner_timeout)
+/// (or the gRPC driver's setting) says otherwise.
+pub const DEFAULT_PROVISIONER_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// Runs a provisioner call under the provisioner `timeout`, cut to what is
 /// left of the leader lease, recording its duration and result. A call cut
 /// off is dropped (the contract asks calls to be safe to abandon) and

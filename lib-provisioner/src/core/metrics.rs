@@ -7,12 +7,11 @@
 //! | `obc_conflicts_total` | counter | (409s a pass absorbed by re-reading the claim) |
 //! | `obc_provisioner_operations_total` | counter | `operation`, `result` |
 //! | `obc_provisioner_operation_duration_seconds` | histogram | `operation` |
-//! | `obc_claims` | gauge | `phase` (from the claim cache at scrape time) |
+//! | `obc_claims` | gauge | `phase` (from the claim cache at scrape time; registered by the OBC family's controllers) |
 //! | `obc_leader` | gauge | (1 while this replica leads, or runs without leader election; 0 while it stands by) |
 //!
 //! ```
 //! let metrics = lib_provisioner::metrics::Metrics::new();
-//! assert!(metrics.render().contains("obc_claims{phase=\"Bound\"} 0"));
 //! assert!(metrics.render().contains("obc_leader 0"));
 //! ```
 
@@ -20,7 +19,6 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use kube::runtime::reflector::Store;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::Counter;
@@ -29,7 +27,6 @@ use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::obc::api::{ClaimPhase, ObjectBucketClaim};
 use crate::core::error::Error;
 
 type Labels = Vec<(&'static str, String)>;
@@ -37,7 +34,7 @@ type Labels = Vec<(&'static str, String)>;
 /// The controller's metrics and their registry.
 pub struct Metrics {
     registry: Registry,
-    claims: Arc<RwLock<Option<Store<ObjectBucketClaim>>>>,
+    gauges: Arc<RwLock<Vec<Box<dyn CacheGauge>>>>,
     reconciles: Family<Labels, Counter>,
     bucket_reconciles: Family<Labels, Counter>,
     bucket_reconcile_duration: Histogram,
@@ -68,7 +65,7 @@ fn duration_histogram() -> Histogram {
 impl Metrics {
     /// A fresh registry with every metric at zero.
     pub fn new() -> Self {
-        let claims = Arc::new(RwLock::new(None));
+        let gauges = Arc::new(RwLock::new(Vec::new()));
         let mut registry = Registry::default();
         let reconciles = Family::<Labels, Counter>::default();
         let reconcile_duration = duration_histogram();
@@ -120,11 +117,9 @@ impl Metrics {
             "1 while this replica leads (or runs without leader election), 0 while it stands by",
             leader.clone(),
         );
-        registry.register_collector(Box::new(PhaseCollector {
-            claims: claims.clone(),
-        }));
+        registry.register_collector(Box::new(CacheGauges(gauges.clone())));
         Self {
-            claims,
+            gauges,
             registry,
             reconciles,
             bucket_reconciles,
@@ -137,9 +132,13 @@ impl Metrics {
         }
     }
 
-    /// Makes `obc_claims` count the claims in this cache.
-    pub(crate) fn watch_claims(&self, store: Store<ObjectBucketClaim>) {
-        *self.claims.write().unwrap_or_else(|p| p.into_inner()) = Some(store);
+    /// Adds a gauge read from a cache at scrape time (a family's objects
+    /// by phase, say).
+    pub(crate) fn add_gauge(&self, gauge: impl CacheGauge) {
+        self.gauges
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(Box::new(gauge));
     }
 
     pub(crate) fn reconciled(&self, took: Duration, error: Option<&Error>) {
@@ -189,47 +188,41 @@ impl Metrics {
     }
 }
 
-/// Counts cached claims by phase at scrape time, so the gauge can never
+/// A gauge family counted from a cache at scrape time, so it can never
 /// drift from the cache.
-#[derive(Debug)]
-struct PhaseCollector {
-    claims: Arc<RwLock<Option<Store<ObjectBucketClaim>>>>,
+pub(crate) trait CacheGauge: Send + Sync + 'static {
+    /// The metric's name and help text.
+    fn describe(&self) -> (&'static str, &'static str);
+    /// The label's name, and each label value with its count.
+    fn count(&self) -> (&'static str, BTreeMap<&'static str, i64>);
 }
 
-impl Collector for PhaseCollector {
+/// Every [`CacheGauge`] added, encoded at scrape time.
+struct CacheGauges(Arc<RwLock<Vec<Box<dyn CacheGauge>>>>);
+
+impl std::fmt::Debug for CacheGauges {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CacheGauges").finish_non_exhaustive()
+    }
+}
+
+impl Collector for CacheGauges {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let mut counts: BTreeMap<&'static str, i64> = [
-            ClaimPhase::Pending,
-            ClaimPhase::Bound,
-            ClaimPhase::Released,
-            ClaimPhase::Failed,
-        ]
-        .iter()
-        .map(|p| (p.as_str(), 0))
-        .collect();
-        let stores = self
-            .claims
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        for claim in stores.iter().flat_map(Store::state) {
-            let phase = claim
-                .status
-                .as_ref()
-                .and_then(|s| s.phase)
-                .unwrap_or(ClaimPhase::Pending);
-            *counts.entry(phase.as_str()).or_default() += 1;
-        }
-        let mut metric = encoder.encode_descriptor(
-            "obc_claims",
-            "Claims in the cache by phase",
-            None,
-            prometheus_client::metrics::MetricType::Gauge,
-        )?;
-        for (phase, count) in counts {
-            let labels = [("phase", phase)];
-            let family = metric.encode_family(&labels)?;
-            ConstGauge::new(count).encode(family)?;
+        let gauges = self.0.read().unwrap_or_else(|p| p.into_inner());
+        for gauge in gauges.iter() {
+            let (name, help) = gauge.describe();
+            let (label, counts) = gauge.count();
+            let mut metric = encoder.encode_descriptor(
+                name,
+                help,
+                None,
+                prometheus_client::metrics::MetricType::Gauge,
+            )?;
+            for (value, count) in counts {
+                let labels = [(label, value)];
+                let family = metric.encode_family(&labels)?;
+                ConstGauge::new(count).encode(family)?;
+            }
         }
         Ok(())
     }

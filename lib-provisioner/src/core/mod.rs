@@ -26,6 +26,7 @@ pub(crate) mod log;
 pub mod metrics;
 pub mod names;
 pub mod provisioner;
+pub(crate) mod runtime;
 pub(crate) mod server;
 pub(crate) mod watch;
 pub(crate) mod writes;

@@ -11,9 +11,8 @@ use kube::runtime::reflector::Store;
 
 use super::api::BucketAccess;
 use crate::core::error::Error;
-use crate::core::leader::Leadership;
-use crate::core::metrics::Metrics;
 use crate::core::provisioner::{ProvisionError, Provisioner};
+use crate::core::runtime::Runtime;
 use crate::core::backoff::Backoffs;
 
 /// Everything the COSI reconcilers share.
@@ -26,14 +25,11 @@ pub(crate) struct CosiContext<P> {
     /// Whether the binding role runs.
     pub binding: bool,
     pub recorder: Recorder,
-    pub metrics: Arc<Metrics>,
-    pub leadership: Option<Arc<Leadership>>,
-    pub provisioner_timeout: Duration,
+    /// Leading, timed provisioner calls, cache readiness.
+    pub runtime: Runtime,
     pub backoff: Backoffs,
     /// BucketAccesses (a claim's deletion waits for those naming it).
     pub accesses: Store<BucketAccess>,
-    /// Becomes true once every COSI cache has listed.
-    pub synced: tokio::sync::watch::Receiver<bool>,
     /// Provisioner refusals standing per object generation.
     pub refusals: super::refusals::Refusals,
 }
@@ -45,19 +41,6 @@ pub(crate) const REFUSED_RETRY: Duration = Duration::from_secs(300);
 pub(crate) const RESYNC: Duration = Duration::from_secs(600);
 /// Steps one pass may take; more is a bug.
 pub(crate) const MAX_STEPS: usize = 24;
-
-impl<P> CosiContext<P> {
-    /// `Ok` unless leader election is on and this replica's lease ran out.
-    pub(crate) fn ensure_leading(&self) -> Result<(), Error> {
-        self.leadership.as_ref().map_or(Ok(()), |l| l.check())
-    }
-
-    /// Waits until the COSI caches have listed once.
-    pub(crate) async fn caches_ready(&self) {
-        let mut ready = self.synced.clone();
-        let _ = ready.wait_for(|synced| *synced).await;
-    }
-}
 
 impl<P: Provisioner> CosiContext<P> {
     /// A provisioner call for the object of `meta`, unless the provisioner
@@ -72,30 +55,13 @@ impl<P: Provisioner> CosiContext<P> {
         if let Some(message) = self.refusals.standing(meta) {
             return Err(ProvisionError::permanent(message));
         }
-        let result = self.timed(operation, call).await;
+        let result = self.runtime.timed(operation, call).await;
         match &result {
             Ok(_) => self.refusals.clear(meta),
             Err(e) if !e.is_retryable() => self.refusals.record(meta, e.message()),
             Err(_) => {}
         }
         result
-    }
-
-    /// Runs a provisioner call as every call runs
-    /// ([`crate::core::calls::timed`]: timeout, lease, metrics).
-    pub(crate) async fn timed<T>(
-        &self,
-        operation: &'static str,
-        call: impl Future<Output = Result<T, ProvisionError>>,
-    ) -> Result<T, ProvisionError> {
-        crate::core::calls::timed(
-            self.leadership.as_deref(),
-            self.provisioner_timeout,
-            &self.metrics,
-            operation,
-            call,
-        )
-        .await
     }
 }
 

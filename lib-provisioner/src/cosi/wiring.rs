@@ -24,24 +24,10 @@ use crate::core::log::log_controller_error;
 use crate::core::watch::backoff::watch_backoff;
 use crate::core::watch::feeds::{strip_managed_fields, tracked};
 use crate::core::watch::triggers::{stopped, took_over, while_leading};
-use crate::core::leader::Leadership;
-use crate::core::metrics::Metrics;
 use crate::core::provisioner::Provisioner;
+use crate::core::runtime::Shared;
 use crate::core::backoff::Backoffs;
 use crate::core::server::Health;
-
-/// What the COSI controllers share with the OBC ones.
-pub(crate) struct Shared {
-    pub client: Client,
-    pub metrics: Arc<Metrics>,
-    pub health: Arc<Health>,
-    pub leadership: Option<Arc<Leadership>>,
-    pub provisioner_timeout: Duration,
-    pub backoff: (Duration, Duration),
-    pub concurrency: u16,
-    pub stop: watch::Receiver<bool>,
-    pub leading: watch::Receiver<bool>,
-}
 
 /// One shared watch: its cache, its subscriptions, and the feed that
 /// fills them (polled until the controller stops).
@@ -115,12 +101,9 @@ pub(crate) fn start<P: Provisioner>(
         provisioner,
         driver: options.driver_name().to_owned(),
         binding,
-        metrics: shared.metrics.clone(),
-        leadership: shared.leadership.clone(),
-        provisioner_timeout: shared.provisioner_timeout,
+        runtime: shared.runtime(synced),
         backoff: Backoffs::new(shared.backoff.0, shared.backoff.1),
         accesses: accesses.store.clone(),
-        synced,
         refusals: Default::default(),
     });
     let config = Config::default().concurrency(shared.concurrency);

@@ -24,6 +24,10 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+// The connection details and the reclaim policy are neutral (COSI uses
+// them too); they keep their paths here for the OBC API.
+pub use crate::core::provisioner::{Endpoint, ReclaimPolicy};
+
 /// API group of both resources.
 pub const GROUP: &str = "objectbucket.io";
 /// API version of both resources.
@@ -304,53 +308,6 @@ fn free_form_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
         "type": "object",
         "x-kubernetes-preserve-unknown-fields": true
     })
-}
-
-/// Connection details of a bucket.
-#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Endpoint {
-    /// Host name or address of the object store.
-    #[serde(default)]
-    pub bucket_host: String,
-    /// Port of the object store.
-    #[serde(default)]
-    pub bucket_port: i32,
-    /// The bucket's name in the object store.
-    #[serde(default)]
-    pub bucket_name: String,
-    /// Region of the bucket.
-    #[serde(default)]
-    pub region: String,
-    /// Sub-region of the bucket.
-    #[serde(default)]
-    pub sub_region: String,
-    /// Provisioner-specific connection settings, copied into the ConfigMap.
-    #[serde(default)]
-    pub additional_config: BTreeMap<String, String>,
-}
-
-/// What to do with a bucket once its claim is deleted.
-#[derive(Deserialize, Serialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
-pub enum ReclaimPolicy {
-    /// Delete the bucket (greenfield) or revoke access (brownfield).
-    #[default]
-    Delete,
-    /// Keep the bucket and mark the ObjectBucket Released.
-    Retain,
-}
-
-impl ReclaimPolicy {
-    /// Reads a StorageClass `reclaimPolicy`; Kubernetes defaults it to Delete.
-    pub fn from_class(value: Option<&str>) -> Result<Self, String> {
-        match value {
-            None | Some("") | Some("Delete") => Ok(Self::Delete),
-            Some("Retain") => Ok(Self::Retain),
-            Some(other) => Err(format!(
-                "reclaimPolicy {other:?} is not supported for buckets: use Delete or Retain"
-            )),
-        }
-    }
 }
 
 /// Observed state of an ObjectBucket.

@@ -5,8 +5,16 @@
 //! - [`api`]: the `objectbucket.io/v1alpha1` types.
 //! - `reconcile` (private): the state machine, as a pure planner and small
 //!   idempotent steps.
+//! - `requests` (private): the provisioner's requests built from a claim
+//!   and its ObjectBucket.
+//! - `wiring` (private): the family's watches, caches and reconcilers, put
+//!   together for the composition ([`crate::controller`]).
+//! - `metrics` (private): `obc_claims`, the cached claims by phase.
 //! - `writes` (private): every OBC Kubernetes write, one function each.
 
 pub mod api;
+mod metrics;
 pub(crate) mod reconcile;
+pub(crate) mod requests;
+pub(crate) mod wiring;
 pub(crate) mod writes;

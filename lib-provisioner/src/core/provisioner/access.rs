@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use crate::obc::api::Endpoint;
+use super::Endpoint;
 
 /// Access to a bucket: where it is and the credentials for it.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::obc::api::Endpoint;
+use super::Endpoint;
 
 use super::BucketAccess;
 

@@ -124,9 +124,11 @@ pub mod access;
 pub mod access_mode;
 pub mod bucket_info;
 mod defaults;
+pub mod endpoint;
 pub mod error;
 pub mod grant;
 pub mod reason;
+pub mod reclaim;
 pub mod request;
 pub mod revocation;
 
@@ -137,9 +139,11 @@ use async_trait::async_trait;
 pub use access::{BucketAccess, Credentials};
 pub use access_mode::{AccessMode, UnknownAccessMode};
 pub use bucket_info::{AddressingStyle, BucketInfo, StoreEndpoint};
+pub use endpoint::Endpoint;
 pub use error::{BoxError, ErrorKind, ProvisionError};
 pub use grant::{AccessGrant, AccessRequest, AccessRevocation, AccessedBucket};
 pub use reason::ErrorReason;
+pub use reclaim::ReclaimPolicy;
 pub use request::{BucketRequest, ClaimIdentity, RotationRequest, TeardownRequest, UpdateRequest};
 pub use revocation::Revocation;
 

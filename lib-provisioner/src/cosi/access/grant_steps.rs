@@ -57,7 +57,7 @@ pub(crate) async fn pass<P: Provisioner>(
         Next::Wait(m) => return Ok(Progress::Halted(Halt::Wait(m))),
         Next::Refuse(m) => return Ok(Progress::Halted(Halt::Refuse(m))),
     };
-    ctx.ensure_leading()?;
+    ctx.runtime.ensure_leading()?;
     Ok(match execute(ctx, api, &o, step, memory).await? {
         Some(halt) => Progress::Halted(halt),
         None => Progress::Stepped,

@@ -30,7 +30,7 @@ pub(crate) async fn reconcile<P: Provisioner>(
     access: Arc<BucketAccess>,
     ctx: Arc<CosiContext<P>>,
 ) -> Result<Action, Error> {
-    ctx.caches_ready().await;
+    ctx.runtime.caches_ready().await;
     let ns = access.namespace().ok_or(Error::MissingField("namespace"))?;
     let api: Api<BucketAccess> = Api::namespaced(ctx.client.clone(), &ns);
     let key = crate::core::backoff::backoff_key(access.as_ref());
@@ -99,7 +99,7 @@ async fn bind_pass<P>(
     let o = bind_observe(ctx, access).await?;
     match bind_plan::next_step(&o) {
         Next::Step(step) => {
-            ctx.ensure_leading()?;
+            ctx.runtime.ensure_leading()?;
             bind_execute(ctx, api, &o, step).await?;
             Ok(Progress::Stepped)
         }

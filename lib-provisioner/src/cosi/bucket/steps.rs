@@ -29,7 +29,7 @@ pub(crate) async fn reconcile<P: Provisioner>(
     if !plan::is_ours(&bucket, &ctx.driver) {
         return Ok(Action::await_change());
     }
-    ctx.caches_ready().await;
+    ctx.runtime.caches_ready().await;
     let api: Api<Bucket> = Api::all(ctx.client.clone());
     let key = crate::core::backoff::backoff_key(bucket.as_ref());
     let (mut found, mut deleted) = (None, false);
@@ -50,7 +50,7 @@ pub(crate) async fn reconcile<P: Provisioner>(
             Next::Wait(m) => Halt::Wait(m),
             Next::Refuse(m) => Halt::Refuse(m),
             Next::Step(step) => {
-                ctx.ensure_leading()?;
+                ctx.runtime.ensure_leading()?;
                 match execute(&ctx, &api, &o, step).await? {
                     Outcome::Found(info) => found = Some(*info),
                     Outcome::Recorded => found = None,

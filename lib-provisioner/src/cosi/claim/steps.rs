@@ -25,7 +25,7 @@ pub(crate) async fn reconcile<P: Provisioner>(
     claim: Arc<BucketClaim>,
     ctx: Arc<CosiContext<P>>,
 ) -> Result<Action, Error> {
-    ctx.caches_ready().await;
+    ctx.runtime.caches_ready().await;
     let ns = claim.namespace().ok_or(Error::MissingField("namespace"))?;
     let claims: Api<BucketClaim> = Api::namespaced(ctx.client.clone(), &ns);
     let key = crate::core::backoff::backoff_key(claim.as_ref());
@@ -41,7 +41,7 @@ pub(crate) async fn reconcile<P: Provisioner>(
             Next::Wait(m) => Halt::Wait(m),
             Next::Refuse(m) => Halt::Refuse(m),
             Next::Step(step) => {
-                ctx.ensure_leading()?;
+                ctx.runtime.ensure_leading()?;
                 execute(&ctx, &claims, &o, step).await?;
                 continue;
             }

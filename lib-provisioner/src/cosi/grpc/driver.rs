@@ -79,12 +79,12 @@ impl<P: Provisioner> CosiDriver<P> {
                 name,
                 protocols,
             },
-            call_timeout: crate::controller::DEFAULT_PROVISIONER_TIMEOUT,
+            call_timeout: crate::core::calls::DEFAULT_PROVISIONER_TIMEOUT,
         })
     }
 
     /// Cuts each call off after `timeout` (default
-    /// [`DEFAULT_PROVISIONER_TIMEOUT`](crate::controller::DEFAULT_PROVISIONER_TIMEOUT));
+    /// [`DEFAULT_PROVISIONER_TIMEOUT`](crate::core::calls::DEFAULT_PROVISIONER_TIMEOUT));
     /// the sidecar retries it. Provisioner methods are safe to abandon.
     pub fn with_call_timeout(mut self, timeout: Duration) -> Self {
         self.call_timeout = timeout;

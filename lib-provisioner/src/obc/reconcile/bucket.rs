@@ -28,10 +28,10 @@ pub(crate) async fn reconcile<P: Provisioner>(
     ob: Arc<ObjectBucket>,
     ctx: Arc<Context<P>>,
 ) -> Result<Action> {
-    ctx.caches_ready().await;
+    ctx.runtime.caches_ready().await;
     let started = std::time::Instant::now();
     let result = reconcile_object_bucket(ob, &ctx).await;
-    ctx.metrics
+    ctx.runtime.metrics
         .bucket_reconciled(started.elapsed(), result.as_ref().err());
     result
 }
@@ -70,7 +70,7 @@ async fn reconcile_object_bucket<P: Provisioner>(
     }
     let ob = fresh;
     let released = ob.status.as_ref().and_then(|s| s.phase) == Some(BucketPhase::Released);
-    ctx.ensure_leading()?;
+    ctx.runtime.ensure_leading()?;
     if released {
         // Retained: the bucket stays; the ObjectBucket may go.
         if ob.metadata.deletion_timestamp.is_some() {

@@ -35,14 +35,14 @@ pub(crate) async fn reconcile<P: Provisioner>(
 ) -> Result<Action> {
     // Decisions read the class and ObjectBucket caches: an unsynced cache
     // would make a bound claim look new (or its class look missing).
-    ctx.caches_ready().await;
+    ctx.runtime.caches_ready().await;
     if ctx.superseded.is_stale(&claim.metadata) {
         // The watch event with our own last write is on its way, and it
         // triggers the next pass; the requeue is only a safety net.
         debug!(claim = %claim_key(&claim), "cached claim predates our last write; waiting for the watch");
         return Ok(Action::requeue(STALE_RETRY));
     }
-    ctx.ensure_leading()?;
+    ctx.runtime.ensure_leading()?;
     let _in_flight = claim
         .metadata
         .uid
@@ -66,7 +66,7 @@ pub(crate) async fn reconcile<P: Provisioner>(
     // (until the client's read timeout, minutes): bound the whole pass, so
     // the claim is retried like after a crash. Its one provisioner call has
     // its own, shorter bound.
-    let limit = ctx.provisioner_timeout + PASS_SLACK;
+    let limit = ctx.runtime.provisioner_timeout + PASS_SLACK;
     let result = match tokio::time::timeout(limit, run_steps(&mut o, &ctx, &mut replaced)).await {
         Ok(result) => result,
         Err(_) => Err(Error::PassTimedOut(limit)),
@@ -81,7 +81,7 @@ pub(crate) async fn reconcile<P: Provisioner>(
     if let Some(uid) = replaced.bucket_uid {
         ctx.superseded_buckets.record(&uid, replaced.bucket);
     }
-    ctx.metrics
+    ctx.runtime.metrics
         .reconciled(started.elapsed(), result.as_ref().err());
     if result.is_ok() {
         ctx.backoff.reset(&crate::core::backoff::backoff_key(claim.as_ref()));
@@ -118,7 +118,7 @@ async fn run_steps<P: Provisioner>(
     let mut conflicts = 0;
     for _ in 0..MAX_STEPS + MAX_CONFLICTS {
         // A replica paused past its lease must not act when it wakes.
-        ctx.ensure_leading()?;
+        ctx.runtime.ensure_leading()?;
         let step = plan::next_step(o);
         debug!(claim = %claim_key(&o.claim), ?step, "next step");
         let before = o.claim.metadata.resource_version.clone();
@@ -160,7 +160,7 @@ async fn run_steps<P: Provisioner>(
                 // what keeps a claim moving while another writer rewrites
                 // it every few tens of milliseconds.
                 conflicts += 1;
-                ctx.metrics.conflict();
+                ctx.runtime.metrics.conflict();
                 debug!(claim = %claim_key(&o.claim), action, claim_only, "conflict; re-reading");
                 replaced.claim.extend(before);
                 let current = if claim_only {

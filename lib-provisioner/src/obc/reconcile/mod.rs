@@ -26,9 +26,8 @@ use tracing::warn;
 use crate::core::backoff::Backoffs;
 use crate::obc::api::{ObjectBucket, ObjectBucketClaim};
 use crate::core::error::Error;
-use crate::core::leader::Leadership;
-use crate::core::metrics::Metrics;
 use crate::core::provisioner::{ProvisionError, Provisioner};
+use crate::core::runtime::Runtime;
 
 /// The metadata cache of one kind of child, over every namespace served.
 pub(crate) struct ChildStores<K: Resource<DynamicType = ()> + Clone + 'static>(
@@ -54,17 +53,12 @@ pub(crate) struct Context<P> {
     pub secrets: ChildStores<k8s_openapi::api::core::v1::Secret>,
     pub config_maps: ChildStores<k8s_openapi::api::core::v1::ConfigMap>,
     pub recorder: Recorder,
-    pub metrics: Arc<Metrics>,
+    /// Leading, timed provisioner calls, cache readiness.
+    pub runtime: Runtime,
     pub backoff: Backoffs,
     pub resync: Duration,
-    /// How long one provisioner call may take.
-    pub provisioner_timeout: Duration,
-    /// Becomes true once every cache has listed.
-    pub caches_synced: tokio::sync::watch::Receiver<bool>,
     /// UIDs of claims whose `spec.objectBucketName` the apiserver pruned.
     pub pruned_binds: Mutex<std::collections::HashSet<String>>,
-    /// With leader election: whether this replica may act.
-    pub leadership: Option<Arc<Leadership>>,
     /// Claim versions this controller's own writes replaced, per claim UID.
     pub superseded: Superseded,
     /// The same for ObjectBuckets, per ObjectBucket UID.
@@ -221,12 +215,6 @@ impl Superseded {
 }
 
 impl<P> Context<P> {
-    /// `Ok` unless leader election is on and this replica's lease ran out:
-    /// checked before every write and provisioner call.
-    pub(crate) fn ensure_leading(&self) -> Result<(), Error> {
-        self.leadership.as_ref().map_or(Ok(()), |l| l.check())
-    }
-
     /// The class named `name`, from its cache, as the plan sees it.
     pub(crate) fn class_state(&self, name: &str) -> plan::ClassState {
         use plan::ClassState;
@@ -239,34 +227,9 @@ impl<P> Context<P> {
             },
         }
     }
-
-    /// Waits until the class, ObjectBucket and claim caches have listed
-    /// once; returns at once afterwards. (A watch channel, because a store's
-    /// own readiness future wakes only one of many concurrent waiters.)
-    pub(crate) async fn caches_ready(&self) {
-        let mut ready = self.caches_synced.clone();
-        let _ = ready.wait_for(|synced| *synced).await;
-    }
 }
 
 impl<P: Provisioner> Context<P> {
-    /// Runs a provisioner call as every call runs
-    /// ([`crate::core::calls::timed`]: timeout, lease, metrics).
-    pub(crate) async fn timed<T>(
-        &self,
-        operation: &'static str,
-        call: impl Future<Output = Result<T, ProvisionError>>,
-    ) -> Result<T, ProvisionError> {
-        crate::core::calls::timed(
-            self.leadership.as_deref(),
-            self.provisioner_timeout,
-            &self.metrics,
-            operation,
-            call,
-        )
-        .await
-    }
-
     /// Calls Delete (`delete_bucket`) or Revoke; returns the operation's name.
     pub(crate) async fn teardown(
         &self,
@@ -276,12 +239,12 @@ impl<P: Provisioner> Context<P> {
         if delete_bucket {
             (
                 "delete",
-                self.timed("delete", self.provisioner.delete(request)).await,
+                self.runtime.timed("delete", self.provisioner.delete(request)).await,
             )
         } else {
             (
                 "revoke",
-                self.timed("revoke", self.provisioner.revoke(request)).await,
+                self.runtime.timed("revoke", self.provisioner.revoke(request)).await,
             )
         }
     }

@@ -107,12 +107,12 @@ pub(super) async fn obtain_access<P: Provisioner>(
     let (operation, result) = match origin {
         BucketOrigin::Greenfield => (
             "provision",
-            ctx.timed("provision", ctx.provisioner.provision(&request))
+            ctx.runtime.timed("provision", ctx.provisioner.provision(&request))
                 .await,
         ),
         BucketOrigin::Brownfield => (
             "grant",
-            ctx.timed("grant", ctx.provisioner.grant(&request)).await,
+            ctx.runtime.timed("grant", ctx.provisioner.grant(&request)).await,
         ),
     };
     match result {

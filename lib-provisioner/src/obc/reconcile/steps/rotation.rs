@@ -59,7 +59,7 @@ pub(super) async fn rotate<P: Provisioner>(
 ) -> Result<Flow> {
     let ob = object_bucket(o)?;
     let req = request(o, ob, &rotation, &previous);
-    match ctx.timed("rotate", ctx.provisioner.rotate(&req)).await {
+    match ctx.runtime.timed("rotate", ctx.provisioner.rotate(&req)).await {
         Ok(access) => {
             failpoint::hit("after-credentials-rotated");
             o.access = Some(access);
@@ -98,6 +98,7 @@ pub(super) async fn revoke_previous<P: Provisioner>(
     let ob = object_bucket(o)?;
     let req = request(o, ob, &rotation, &previous);
     match ctx
+        .runtime
         .timed("revoke_previous", ctx.provisioner.revoke_previous_key(&req))
         .await
     {

@@ -26,7 +26,7 @@ pub(super) async fn update_bucket<P: Provisioner>(
     let ob = o.ob.as_ref().ok_or(Error::MissingField("ObjectBucket"))?;
     let request = update_request(o, ob);
     let changed = request.changed_keys().join(", ");
-    match ctx.timed("update", ctx.provisioner.update(&request)).await {
+    match ctx.runtime.timed("update", ctx.provisioner.update(&request)).await {
         Ok(()) => {
             failpoint::hit("after-bucket-updated");
             let wanted = records::encode(&request.bucket.additional_config);

@@ -1,0 +1,158 @@
+//! The OBC family's controllers put together: its caches ([`caches`]), its
+//! two reconcilers ([`controllers`]), the retry after an outage
+//! ([`reconnect`]) and the one cache over several namespaces
+//! ([`namespaces`]). [`start`] is what the composition
+//! ([`crate::controller`]) calls.
+
+mod caches;
+mod controllers;
+mod namespaces;
+mod reconnect;
+mod settings;
+
+use std::sync::Arc;
+
+use futures::future::{BoxFuture, FutureExt};
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::ObjectRef;
+use tokio::sync::watch;
+use tracing::error;
+
+pub use settings::WatchScope;
+pub(crate) use settings::Settings;
+
+use crate::core::backoff::Backoffs;
+use crate::core::names;
+use crate::core::provisioner::Provisioner;
+use crate::core::runtime::Shared;
+use crate::obc::api::ObjectBucket;
+use crate::obc::metrics::ClaimPhases;
+use crate::obc::reconcile::{ChildStores, Context};
+
+/// Builds the caches, the context and every task (claim controller, the
+/// ObjectBucket reconciler, the reconnect retrier, readiness) and joins
+/// them. Longer than the other functions on purpose: it is the one place
+/// the pieces are put together, in the order their subscriptions and
+/// channels must be taken, and reads top to bottom as that order.
+pub(crate) fn start<P: Provisioner>(
+    settings: Settings,
+    shared: Shared,
+    provisioner: Arc<P>,
+) -> BoxFuture<'static, ()> {
+    let label = names::provisioner_label_value(&settings.provisioner_name);
+    let namespaces = settings.scope.namespaces();
+    let mut caches = caches::SharedCaches::new(&shared.client, &shared.health);
+    let (claim_deletions_tx, claim_deletions) =
+        tokio::sync::mpsc::unbounded_channel::<ObjectRef<ObjectBucket>>();
+    let scope = caches::Scope::new(
+        &shared.client,
+        &namespaces,
+        &label,
+        claim_deletions_tx,
+        &shared.health,
+    );
+    let claims = scope.claims.clone();
+    shared.metrics.add_gauge(ClaimPhases(claims.clone()));
+
+    let (synced_tx, synced_rx) = watch::channel(false);
+    let config = kube::runtime::controller::Config::default().concurrency(shared.concurrency);
+    let ctx = context(settings, label, &caches, &scope, &shared, synced_rx, provisioner);
+    let (stop, leading) = (shared.stop.clone(), shared.leading.clone());
+    let mut tasks: Vec<BoxFuture<'static, ()>> = Vec::new();
+    let (retry, retried) = tokio::sync::mpsc::unbounded_channel();
+    match caches.claim_triggers.take() {
+        Some((buckets, classes)) => tasks.push(controllers::claim_controller(
+            scope,
+            (buckets, classes, retried),
+            ctx.clone(),
+            config.clone(),
+            stop.clone(),
+            leading.clone(),
+        )),
+        None => error!("the shared caches cannot be subscribed to; this is a bug"),
+    }
+    tasks.push(reconnect::retry_after_reconnect(
+        shared.health.clone(),
+        ctx.clone(),
+        claims.clone(),
+        retry,
+        stop.clone(),
+    ));
+    if let Some(bucket_events) = caches.bucket_triggers.take() {
+        tasks.push(controllers::bucket_controller(
+            bucket_events,
+            caches.buckets.clone(),
+            claim_deletions,
+            ctx.clone(),
+            config,
+            stop.clone(),
+            leading,
+        ));
+    }
+    let ready = caches::signal_ready(
+        caches.classes.clone(),
+        caches.buckets.clone(),
+        claims,
+        synced_tx,
+        shared.health.clone(),
+    );
+    let feeds = caches.feeds;
+    let mut stop_feeds = stop;
+    async move {
+        tokio::join!(
+            futures::future::join_all(tasks),
+            async {
+                tokio::select! {
+                    () = feeds => {}
+                    _ = stop_feeds.wait_for(|s| *s) => {}
+                }
+            },
+            ready,
+        );
+    }
+    .boxed()
+}
+
+/// What every reconcile reads: the client, the provisioner, the caches,
+/// the settings.
+fn context<P: Provisioner>(
+    settings: Settings,
+    label: String,
+    caches: &caches::SharedCaches,
+    scope: &caches::Scope,
+    shared: &Shared,
+    caches_synced: watch::Receiver<bool>,
+    provisioner: Arc<P>,
+) -> Arc<Context<P>> {
+    let namespaces = match &settings.scope {
+        WatchScope::All => None,
+        WatchScope::Namespaces(list) => Some(list.iter().cloned().collect()),
+    };
+    let reporter = Reporter {
+        controller: label.clone(),
+        instance: std::env::var("POD_NAME").ok(),
+    };
+    Arc::new(Context {
+        recorder: Recorder::new(shared.client.clone(), reporter),
+        client: shared.client.clone(),
+        provisioner,
+        provisioner_name: settings.provisioner_name,
+        label,
+        classes: caches.classes.clone(),
+        buckets: caches.buckets.clone(),
+        claims: scope.claims.clone(),
+        secrets: ChildStores(scope.secrets.clone()),
+        config_maps: ChildStores(scope.config_maps.clone()),
+        runtime: shared.runtime(caches_synced),
+        backoff: Backoffs::new(shared.backoff.0, shared.backoff.1),
+        resync: settings.resync,
+        pruned_binds: Default::default(),
+        superseded: Default::default(),
+        superseded_buckets: Default::default(),
+        in_flight: Default::default(),
+        verified: Default::default(),
+        api_errors: Default::default(),
+        namespaces,
+        name_records: settings.name_records,
+    })
+}
