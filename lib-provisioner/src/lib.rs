@@ -38,13 +38,13 @@ pub mod obc;
 pub use crate::core::{error, failpoint, leader, metrics, names, provisioner};
 pub use crate::obc::api;
 
+pub use crate::core::server::WATCHES_DEAD_LIMIT;
+pub use crate::obc::reconcile::status::{
+    BOUND_CONDITION, CONFIG_APPLIED_CONDITION, CREDENTIALS_ROTATED_CONDITION,
+};
 pub use controller::{ControllerBuilder, DEFAULT_PROVISIONER_TIMEOUT, WatchScope};
 pub use error::{Error, RunError};
 pub use provisioner::{
     BucketAccess, BucketRequest, ClaimIdentity, Credentials, ProvisionError, Provisioner,
     Revocation, RotationRequest, TeardownRequest, UpdateRequest,
 };
-pub use crate::obc::reconcile::status::{
-    BOUND_CONDITION, CONFIG_APPLIED_CONDITION, CREDENTIALS_ROTATED_CONDITION,
-};
-pub use crate::core::server::WATCHES_DEAD_LIMIT;

@@ -6,8 +6,10 @@ use std::time::Duration;
 
 use super::ctx::{Claim, Cleanup, Ctx, Log, Step, fail};
 use super::drive::{Driven, drive};
+use crate::core::provisioner::{
+    BucketAccess, BucketRequest, ErrorKind, ProvisionError, RotationRequest,
+};
 use crate::obc::api::ReclaimPolicy;
-use crate::core::provisioner::{BucketAccess, BucketRequest, ErrorKind, ProvisionError, RotationRequest};
 
 /// A successful answer, as the log shows it (never a secret).
 pub(crate) trait Shown {

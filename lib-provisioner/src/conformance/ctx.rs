@@ -10,10 +10,10 @@ use std::time::Duration;
 use rand::Rng;
 
 use super::StoreProbe;
-use crate::obc::api::{BROWNFIELD_BUCKET_PARAMETER, ReclaimPolicy};
 use crate::core::provisioner::{
     BucketAccess, BucketRequest, ClaimIdentity, Provisioner, TeardownRequest,
 };
+use crate::obc::api::{BROWNFIELD_BUCKET_PARAMETER, ReclaimPolicy};
 
 /// Why a scenario stopped before its end.
 #[derive(Debug)]
@@ -160,7 +160,8 @@ impl Ctx {
         if let Some(access) = access {
             req.additional_state = access.additional_state.clone();
         }
-        let ob = crate::core::names::object_bucket_name(&claim.identity.namespace, &claim.identity.name);
+        let ob =
+            crate::core::names::object_bucket_name(&claim.identity.namespace, &claim.identity.name);
         if provisioned {
             req = req.provisioned_as(ob);
         } else {

@@ -10,10 +10,10 @@ use kube::runtime::events::Recorder;
 use kube::runtime::reflector::Store;
 
 use super::api::BucketAccess;
+use crate::core::backoff::Backoffs;
 use crate::core::error::Error;
 use crate::core::provisioner::{ProvisionError, Provisioner};
 use crate::core::runtime::Runtime;
-use crate::core::backoff::Backoffs;
 
 /// Everything the COSI reconcilers share.
 pub(crate) struct CosiContext<P> {

@@ -115,7 +115,10 @@ impl Halt {
 }
 
 /// A provisioner error as a halt: retryable ones wait, the rest refuse.
-pub(crate) fn provisioner_halt(operation: &str, err: &crate::core::provisioner::ProvisionError) -> Halt {
+pub(crate) fn provisioner_halt(
+    operation: &str,
+    err: &crate::core::provisioner::ProvisionError,
+) -> Halt {
     let message = format!("{operation}: {}", err.message());
     if err.is_retryable() {
         Halt::Wait(message)

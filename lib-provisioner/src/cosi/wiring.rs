@@ -20,14 +20,14 @@ use tokio::sync::watch;
 use super::api::{Bucket, BucketAccess, BucketAccessClass, BucketClaim, BucketClass};
 use super::context::{CosiContext, error_policy};
 use super::{CosiOptions, access, bucket, claim};
+use crate::core::backoff::Backoffs;
 use crate::core::log::log_controller_error;
+use crate::core::provisioner::Provisioner;
+use crate::core::runtime::Shared;
+use crate::core::server::Health;
 use crate::core::watch::backoff::watch_backoff;
 use crate::core::watch::feeds::{strip_managed_fields, tracked};
 use crate::core::watch::triggers::{stopped, took_over, while_leading};
-use crate::core::provisioner::Provisioner;
-use crate::core::runtime::Shared;
-use crate::core::backoff::Backoffs;
-use crate::core::server::Health;
 
 /// One shared watch: its cache, its subscriptions, and the feed that
 /// fills them (polled until the controller stops).

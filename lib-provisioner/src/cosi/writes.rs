@@ -10,8 +10,8 @@ use serde_json::json;
 use tracing::debug;
 
 use super::api::FINALIZER;
-use crate::core::writes::{params, post_params};
 use crate::core::error::{Error, is_status};
+use crate::core::writes::{params, post_params};
 
 /// Bounds every COSI object type the writes take.
 pub(crate) trait Object:

@@ -4,8 +4,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::core::provisioner::{BucketRequest, ClaimIdentity, TeardownRequest};
 use crate::core::provisioner::ReclaimPolicy;
+use crate::core::provisioner::{BucketRequest, ClaimIdentity, TeardownRequest};
 use crate::obc::api::{ObjectBucket, ObjectBucketClaim};
 
 impl ClaimIdentity {

@@ -14,14 +14,14 @@ use kube::api::{Api, DeleteParams, Patch};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 
+use crate::core::error::{Error, Result, is_status};
+use crate::core::provisioner::BucketAccess;
 use crate::obc::api::{
     ACCESS_KEY_ANNOTATION, BUCKET_ORIGIN_ANNOTATION, BucketOrigin, BucketPhase, Endpoint,
     FINALIZER, GENERATED_NAME_ANNOTATION, OBJECT_BUCKET_NAME_ANNOTATION, ObjectBucket,
     ObjectBucketClaim, ObjectBucketClaimStatus, ObjectBucketSpec, ObjectBucketStatus,
     PROVISIONER_LABEL, RESERVED_ANNOTATION, ReclaimPolicy,
 };
-use crate::core::error::{Error, Result, is_status};
-use crate::core::provisioner::BucketAccess;
 
 mod children;
 
@@ -433,7 +433,7 @@ pub(crate) async fn create_name_record(
     claim: &ObjectBucketClaim,
     label: &str,
 ) -> Result<bool> {
-    use crate::obc::reconcile::bucket_names::{
+    use crate::obc::reconcile::plan::{
         BUCKET_NAME_ANNOTATION, HOLDER_CLAIM_ANNOTATION, record_name,
     };
     use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};

@@ -14,8 +14,8 @@ use super::super::calls::{Shown, error_shown};
 use super::super::checks::READ_WRITE;
 use super::super::ctx::{Cleanup, Ctx, Log, Step, Stop, fail};
 use super::super::drive::{Driven, drive, points};
-use crate::obc::api::ReclaimPolicy;
 use crate::core::provisioner::{ErrorKind, ProvisionError};
+use crate::obc::api::ReclaimPolicy;
 
 #[derive(Clone, Copy)]
 pub(crate) enum Target {

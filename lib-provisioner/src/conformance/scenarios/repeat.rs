@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use super::super::checks::READ_WRITE;
 use super::super::ctx::{Cleanup, Ctx, Log, Step, Stop};
 use super::super::{Op, calls::error_shown};
-use crate::obc::api::ReclaimPolicy;
 use crate::core::provisioner::{ErrorKind, UpdateRequest};
+use crate::obc::api::ReclaimPolicy;
 
 pub(crate) async fn provision(ctx: &Ctx, undo: &mut Cleanup, log: &mut Log) -> Step<String> {
     let before = ctx.buckets(log).await?;

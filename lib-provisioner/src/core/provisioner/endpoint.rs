@@ -29,4 +29,3 @@ pub struct Endpoint {
     #[serde(default)]
     pub additional_config: BTreeMap<String, String>,
 }
-

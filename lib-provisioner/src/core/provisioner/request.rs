@@ -120,7 +120,10 @@ impl BucketRequest {
         storage_class_name: impl Into<String>,
     ) -> Self {
         Self {
-            object_bucket_name: crate::core::names::object_bucket_name(&claim.namespace, &claim.name),
+            object_bucket_name: crate::core::names::object_bucket_name(
+                &claim.namespace,
+                &claim.name,
+            ),
             claim,
             bucket_name: bucket_name.into(),
             storage_class_name: storage_class_name.into(),

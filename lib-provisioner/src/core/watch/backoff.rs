@@ -42,4 +42,3 @@ impl kube::runtime::utils::Backoff for WatchBackoff {
         self.next = Self::MIN;
     }
 }
-

@@ -50,7 +50,6 @@ pub(crate) fn tokio_stream_of<T: Send + 'static>(
     futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
 }
 
-
 /// `stream`, ended and dropped as soon as `stop` says so, whether or not
 /// anyone polls it again. The claim cache's writer lives inside its feed,
 /// and kube-runtime stops polling a controller's trigger stream at shutdown
@@ -58,7 +57,10 @@ pub(crate) fn tokio_stream_of<T: Send + 'static>(
 /// cache to be ready: a stop before the first list completed (a SIGTERM
 /// right after start) left the process waiting for ever. Dropped, the
 /// writer fails the readiness gate and everything winds down.
-pub(crate) fn dropped_on_stop<S>(stream: S, stop: watch::Receiver<bool>) -> BoxStream<'static, S::Item>
+pub(crate) fn dropped_on_stop<S>(
+    stream: S,
+    stop: watch::Receiver<bool>,
+) -> BoxStream<'static, S::Item>
 where
     S: futures::Stream + Send + 'static,
 {
@@ -79,4 +81,3 @@ where
     })
     .boxed()
 }
-

@@ -34,4 +34,3 @@ pub(crate) fn took_over(
 pub(crate) async fn stopped(mut rx: watch::Receiver<bool>) {
     let _ = rx.wait_for(|s| *s).await;
 }
-

@@ -12,6 +12,10 @@ use serde_json::json;
 
 use super::grant_plan::{self, Observed, Step};
 use super::steps::Progress;
+use crate::core::error::Error;
+use crate::core::provisioner::{
+    AccessGrant, AccessMode, AccessRequest, AccessRevocation, ClaimIdentity, Provisioner,
+};
 use crate::cosi::api::{AuthenticationType, Bucket};
 use crate::cosi::api::{
     BucketAccess, BucketAccessMode, FINALIZER, SIDECAR_CLEANUP_FINISHED_ANNOTATION,
@@ -23,10 +27,6 @@ use crate::cosi::keys;
 use crate::cosi::plan::Next;
 use crate::cosi::show::{self, Halt};
 use crate::cosi::writes;
-use crate::core::error::Error;
-use crate::core::provisioner::{
-    AccessGrant, AccessMode, AccessRequest, AccessRevocation, ClaimIdentity, Provisioner,
-};
 
 /// What the driver role learnt in this pass and keeps between its steps.
 #[derive(Default)]

@@ -13,6 +13,8 @@ use serde_json::json;
 use super::bind_plan::{self, ClaimSeen, Step};
 use super::grant_steps::{self, Memory};
 use super::owner::{Owner, owner};
+use crate::core::error::Error;
+use crate::core::provisioner::Provisioner;
 use crate::cosi::api::{
     Bucket, BucketAccess, BucketAccessClass, BucketClaim, HAS_BUCKETACCESS_REFERENCES_ANNOTATION,
 };
@@ -22,8 +24,6 @@ use crate::cosi::failpoint;
 use crate::cosi::plan::Next;
 use crate::cosi::show::{self, Halt, retry_after};
 use crate::cosi::writes;
-use crate::core::error::Error;
-use crate::core::provisioner::Provisioner;
 
 /// Reconciles one BucketAccess, in whichever role this process has for it.
 pub(crate) async fn reconcile<P: Provisioner>(

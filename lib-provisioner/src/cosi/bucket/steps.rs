@@ -10,7 +10,8 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use super::plan::{self, Observed, SUPPORTED, Step};
-use crate::obc::api::ReclaimPolicy;
+use crate::core::error::Error;
+use crate::core::provisioner::{BucketRequest, ClaimIdentity, Provisioner, TeardownRequest};
 use crate::cosi::api::{Bucket, BucketClaim, BucketDeletionPolicy};
 use crate::cosi::context::{CosiContext, MAX_STEPS, RESYNC};
 use crate::cosi::failpoint;
@@ -18,8 +19,7 @@ use crate::cosi::keys;
 use crate::cosi::plan::Next;
 use crate::cosi::show::{self, Halt, retry_after};
 use crate::cosi::writes;
-use crate::core::error::Error;
-use crate::core::provisioner::{BucketRequest, ClaimIdentity, Provisioner, TeardownRequest};
+use crate::obc::api::ReclaimPolicy;
 
 /// Reconciles one Bucket, if it is this driver's.
 pub(crate) async fn reconcile<P: Provisioner>(

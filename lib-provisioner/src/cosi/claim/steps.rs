@@ -9,6 +9,8 @@ use kube::runtime::controller::Action;
 use serde_json::json;
 
 use super::plan::{self, Observed, Step};
+use crate::core::error::Error;
+use crate::core::provisioner::Provisioner;
 use crate::cosi::api::{
     BUCKETCLAIM_BEING_DELETED_ANNOTATION, Bucket, BucketAccess, BucketClaim, BucketClass,
 };
@@ -17,8 +19,6 @@ use crate::cosi::failpoint;
 use crate::cosi::plan::Next;
 use crate::cosi::show::{self, Halt};
 use crate::cosi::writes;
-use crate::core::error::Error;
-use crate::core::provisioner::Provisioner;
 
 /// Reconciles one BucketClaim.
 pub(crate) async fn reconcile<P: Provisioner>(

@@ -17,10 +17,10 @@ use tracing::{info, warn};
 
 use super::Context;
 use super::plan::{self, has_finalizer, has_label};
-use crate::obc::api::{BucketPhase, ObjectBucket, ObjectBucketClaim};
 use crate::core::error::{Error, Result};
 use crate::core::failpoint;
 use crate::core::provisioner::{Provisioner, TeardownRequest};
+use crate::obc::api::{BucketPhase, ObjectBucket, ObjectBucketClaim};
 use crate::obc::writes;
 
 /// Reconciles one ObjectBucket, timed into the metrics.
@@ -31,7 +31,8 @@ pub(crate) async fn reconcile<P: Provisioner>(
     ctx.runtime.caches_ready().await;
     let started = std::time::Instant::now();
     let result = reconcile_object_bucket(ob, &ctx).await;
-    ctx.runtime.metrics
+    ctx.runtime
+        .metrics
         .bucket_reconciled(started.elapsed(), result.as_ref().err());
     result
 }
@@ -51,7 +52,7 @@ async fn reconcile_object_bucket<P: Provisioner>(
     // a watch can lag seconds behind the claim's last pass, and a stale copy
     // that still looks reserved (or not yet released) would delete or
     // revoke a bucket that pass has just retained.
-    let Some(fresh) = super::claim::get_opt(
+    let Some(fresh) = super::read::get_opt(
         &Api::<ObjectBucket>::all(ctx.client.clone()),
         &ob.name_any(),
         "read the ObjectBucket",

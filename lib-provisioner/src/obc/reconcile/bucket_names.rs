@@ -20,22 +20,11 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
 
 use super::Context;
-use super::claim::get_opt;
-use super::plan;
-use crate::obc::api::{ObjectBucket, ObjectBucketClaim};
+use super::plan::{self, HOLDER_CLAIM_ANNOTATION, record_name};
+use super::read::get_opt;
 use crate::core::error::{Error, Result};
+use crate::obc::api::{ObjectBucket, ObjectBucketClaim};
 use crate::obc::writes;
-
-/// Annotation on a name record: the holder claim's `namespace/name`.
-pub(crate) const HOLDER_CLAIM_ANNOTATION: &str = "objectbucket.io/claim";
-/// Annotation on a name record: the bucket name it holds.
-pub(crate) const BUCKET_NAME_ANNOTATION: &str = "objectbucket.io/bucket-name";
-
-/// The name of the Lease that holds bucket name `bucket`. Valid for every
-/// valid bucket name (lowercase letters, digits, '-' and '.', at most 63).
-pub(crate) fn record_name(bucket: &str) -> String {
-    format!("obc-bucket-{bucket}")
-}
 
 /// Whether the claim got the name.
 #[derive(Debug, PartialEq, Eq)]

@@ -5,28 +5,24 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
-use kube::{Resource, ResourceExt};
 use tracing::{debug, info};
 
 use super::Context;
 use super::plan::{self, ClassState, Observed, Step};
-use crate::obc::api::{ObjectBucket, ObjectBucketClaim};
+use super::read::{claim_key, fresh_claim, get_opt, refresh_claim};
+use super::steps::Flow;
 use crate::core::error::{Error, Result};
 use crate::core::provisioner::Provisioner;
+use crate::obc::api::{ObjectBucket, ObjectBucketClaim};
 use crate::obc::writes;
 
 /// More steps than the longest valid sequence (a takeover that repairs
 /// everything) needs.
 const MAX_STEPS: usize = 24;
-
-/// What a step leaves the pass to do.
-pub(super) enum Flow {
-    Continue,
-    Stop(Action),
-}
 
 /// Reconciles one claim.
 pub(crate) async fn reconcile<P: Provisioner>(
@@ -81,10 +77,12 @@ pub(crate) async fn reconcile<P: Provisioner>(
     if let Some(uid) = replaced.bucket_uid {
         ctx.superseded_buckets.record(&uid, replaced.bucket);
     }
-    ctx.runtime.metrics
+    ctx.runtime
+        .metrics
         .reconciled(started.elapsed(), result.as_ref().err());
     if result.is_ok() {
-        ctx.backoff.reset(&crate::core::backoff::backoff_key(claim.as_ref()));
+        ctx.backoff
+            .reset(&crate::core::backoff::backoff_key(claim.as_ref()));
     }
     result
 }
@@ -188,18 +186,6 @@ async fn run_steps<P: Provisioner>(
     Err(Error::NoConvergence(MAX_STEPS))
 }
 
-/// Replaces the pass's copy of the claim with the API's. `false` if the
-/// claim is gone, or is another claim of the same name now.
-pub(super) async fn refresh_claim<P>(o: &mut Observed, ctx: &Context<P>) -> Result<bool> {
-    match fresh_claim(o, ctx).await? {
-        Some(fresh) => {
-            o.claim = fresh;
-            Ok(true)
-        }
-        None => Ok(false),
-    }
-}
-
 /// Replaces everything the pass observed with the API's current state,
 /// keeping what the pass itself did (access obtained, teardown run).
 /// `false` if the claim is gone, or is another claim of the same name now.
@@ -221,27 +207,6 @@ async fn reobserve<P: Provisioner>(o: &mut Observed, ctx: &Context<P>) -> Result
         ..fresh
     };
     Ok(true)
-}
-
-/// The claim as the API has it now, if it is still the pass's claim.
-async fn fresh_claim<P>(o: &Observed, ctx: &Context<P>) -> Result<Option<ObjectBucketClaim>> {
-    let api: Api<ObjectBucketClaim> = Api::namespaced(
-        ctx.client.clone(),
-        o.claim.metadata.namespace.as_deref().unwrap_or_default(),
-    );
-    let found = api
-        .get_opt(&o.claim.name_any())
-        .await
-        .map_err(Error::kube("re-read the claim"))?;
-    Ok(found.filter(|fresh| fresh.metadata.uid == o.claim.metadata.uid))
-}
-
-pub(super) fn claim_key(claim: &ObjectBucketClaim) -> String {
-    format!(
-        "{}/{}",
-        claim.metadata.namespace.as_deref().unwrap_or_default(),
-        claim.metadata.name.as_deref().unwrap_or_default()
-    )
 }
 
 /// Where [`observe`] reads the ObjectBucket, Secret and ConfigMap.
@@ -359,12 +324,4 @@ where
         Ok(found) => Ok(found.map(|m| m.metadata)),
         Err(e) => Err(Error::kube("read the claim's Secret or ConfigMap")(e)),
     }
-}
-
-/// GET that maps 404 to `None` and errors to [`Error::Kube`] naming `action`.
-pub(super) async fn get_opt<K>(api: &Api<K>, name: &str, action: &'static str) -> Result<Option<K>>
-where
-    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    api.get_opt(name).await.map_err(Error::kube(action))
 }

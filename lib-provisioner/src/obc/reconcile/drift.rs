@@ -23,9 +23,9 @@ use kube::api::Api;
 
 use super::Context;
 use super::plan::{self, Observed};
-use crate::obc::api::SECRET_HASH_ANNOTATION;
 use crate::core::error::{Error, Result};
 use crate::core::provisioner::BucketRequest;
+use crate::obc::api::SECRET_HASH_ANNOTATION;
 use crate::obc::writes;
 
 /// The `resourceVersion` of each child (by UID) last verified or written,

@@ -6,6 +6,7 @@ pub(crate) mod bucket_names;
 pub(crate) mod claim;
 pub(crate) mod drift;
 pub(crate) mod plan;
+mod read;
 pub(crate) mod status;
 mod steps;
 
@@ -24,10 +25,10 @@ use kube::{Resource, ResourceExt};
 use tracing::warn;
 
 use crate::core::backoff::Backoffs;
-use crate::obc::api::{ObjectBucket, ObjectBucketClaim};
 use crate::core::error::Error;
 use crate::core::provisioner::{ProvisionError, Provisioner};
 use crate::core::runtime::Runtime;
+use crate::obc::api::{ObjectBucket, ObjectBucketClaim};
 
 /// The metadata cache of one kind of child, over every namespace served.
 pub(crate) struct ChildStores<K: Resource<DynamicType = ()> + Clone + 'static>(
@@ -239,12 +240,16 @@ impl<P: Provisioner> Context<P> {
         if delete_bucket {
             (
                 "delete",
-                self.runtime.timed("delete", self.provisioner.delete(request)).await,
+                self.runtime
+                    .timed("delete", self.provisioner.delete(request))
+                    .await,
             )
         } else {
             (
                 "revoke",
-                self.runtime.timed("revoke", self.provisioner.revoke(request)).await,
+                self.runtime
+                    .timed("revoke", self.provisioner.revoke(request))
+                    .await,
             )
         }
     }

@@ -17,11 +17,11 @@
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
+use crate::core::provisioner::{BucketAccess, Revocation};
 use crate::obc::api::{
     BUCKET_ORIGIN_ANNOTATION, BucketOrigin, BucketPhase, ObjectBucket, ObjectBucketClaim,
     ReclaimPolicy,
 };
-use crate::core::provisioner::{BucketAccess, Revocation};
 
 mod meta;
 mod names;
@@ -31,12 +31,15 @@ mod step;
 mod teardown;
 
 pub(crate) use meta::{
-    annotation, claim_ref_matches, fixed_bucket_name, has_finalizer, has_label, holds_generation,
-    owned_by,
+    annotation, claim_ref_matches, fixed_bucket_name, has_finalizer, has_label, owned_by,
 };
 use meta::{child_is_adopted, claim_status_is_bound, config_refused};
 use names::brownfield_bucket;
-pub(crate) use names::{MAX_OBJECT_NAME_LEN, bucket_name, object_bucket_name};
+pub(crate) use names::{
+    BUCKET_NAME_ANNOTATION, HOLDER_CLAIM_ANNOTATION, MAX_OBJECT_NAME_LEN, bucket_name,
+    object_bucket_name, record_name,
+};
+pub(crate) use records::holds_generation;
 pub(crate) use step::Step;
 pub(crate) use teardown::{is_reserved, teardown_plan};
 

@@ -6,12 +6,12 @@ use std::collections::BTreeMap;
 
 use super::tests::{bound_state, class, deleting, generated_claim, ob_for, observed};
 use super::*;
+use crate::core::provisioner::{BucketAccess, Credentials, Revocation};
 use crate::obc::api::{
     ACCESS_KEY_ANNOTATION, APPLIED_CONFIG_ANNOTATION, CLASS_PARAMETERS_ANNOTATION, ClaimPhase,
     OBJECT_BUCKET_NAME_ANNOTATION, ROTATED_ANNOTATION, ROTATION_PENDING_ANNOTATION,
     ROTATION_PREVIOUS_KEY_ANNOTATION,
 };
-use crate::core::provisioner::{BucketAccess, Credentials, Revocation};
 use crate::obc::reconcile::status;
 
 fn with_config(mut o: Observed, key: &str, value: &str) -> Observed {

@@ -7,12 +7,12 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 
 use super::*;
+use crate::core::provisioner::Credentials;
 use crate::obc::api::{
     APPLIED_CONFIG_ANNOTATION, CLASS_PARAMETERS_ANNOTATION, ClaimPhase, Endpoint, FINALIZER,
     GENERATED_NAME_ANNOTATION, ObjectBucketClaimSpec, ObjectBucketClaimStatus, ObjectBucketSpec,
     ObjectBucketStatus, PROVISIONER_LABEL,
 };
-use crate::core::provisioner::Credentials;
 use crate::obc::reconcile::status;
 
 const LABEL: &str = "example.com-bucket";

@@ -11,13 +11,18 @@
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 
-use super::claim::Flow;
 use super::plan::{Observed, Problem, Step};
 use super::{Context, status};
-use crate::obc::api::ClaimPhase;
 use crate::core::error::{Error, Result};
 use crate::core::provisioner::{ProvisionError, Provisioner};
+use crate::obc::api::ClaimPhase;
 use crate::obc::writes;
+
+/// What a step leaves the pass to do.
+pub(super) enum Flow {
+    Continue,
+    Stop(Action),
+}
 
 mod bind;
 mod children;
@@ -116,7 +121,8 @@ pub(super) async fn provisioner_failed<P: Provisioner>(
     operation: &'static str,
     source: ProvisionError,
 ) -> Error {
-    let timed_out = std::error::Error::source(&source).is_some_and(|s| s.is::<crate::core::calls::TimedOut>());
+    let timed_out =
+        std::error::Error::source(&source).is_some_and(|s| s.is::<crate::core::calls::TimedOut>());
     let (phase, reason) = match (source.is_retryable(), timed_out) {
         (false, _) => (ClaimPhase::Failed, "ProvisionerRejected"),
         (true, true) => (ClaimPhase::Pending, "ProvisionerTimeout"),

@@ -213,4 +213,3 @@ pub(super) async fn signal_ready(
     let _ = synced.send(true);
     health.ready.store(true, Ordering::Relaxed);
 }
-

@@ -121,4 +121,3 @@ pub(super) fn bucket_controller<P: Provisioner>(
         })
         .boxed()
 }
-

@@ -18,8 +18,8 @@ use kube::runtime::reflector::ObjectRef;
 use tokio::sync::watch;
 use tracing::error;
 
-pub use settings::WatchScope;
 pub(crate) use settings::Settings;
+pub use settings::WatchScope;
 
 use crate::core::backoff::Backoffs;
 use crate::core::names;
@@ -56,7 +56,15 @@ pub(crate) fn start<P: Provisioner>(
 
     let (synced_tx, synced_rx) = watch::channel(false);
     let config = kube::runtime::controller::Config::default().concurrency(shared.concurrency);
-    let ctx = context(settings, label, &caches, &scope, &shared, synced_rx, provisioner);
+    let ctx = context(
+        settings,
+        label,
+        &caches,
+        &scope,
+        &shared,
+        synced_rx,
+        provisioner,
+    );
     let (stop, leading) = (shared.stop.clone(), shared.leading.clone());
     let mut tasks: Vec<BoxFuture<'static, ()>> = Vec::new();
     let (retry, retried) = tokio::sync::mpsc::unbounded_channel();

@@ -64,4 +64,3 @@ fn is_waiting(claim: &ObjectBucketClaim) -> bool {
         || status.and_then(|s| s.phase) != Some(ClaimPhase::Bound)
         || status.and_then(|s| s.observed_generation) != claim.metadata.generation
 }
-

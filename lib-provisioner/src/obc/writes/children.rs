@@ -17,12 +17,12 @@ use kube::api::{Api, Patch};
 use kube::{Client, Resource, ResourceExt};
 
 use super::{owner_reference, params, post_params, release_patch};
+use crate::core::error::{Error, Result, is_status};
+use crate::core::provisioner::Credentials;
 use crate::obc::api::{
     Endpoint, ObjectBucketClaim, PROVISIONER_LABEL, SECRET_HASH_ANNOTATION, config_map_keys,
     secret_keys,
 };
-use crate::core::error::{Error, Result, is_status};
-use crate::core::provisioner::Credentials;
 
 /// A child object (Secret or ConfigMap) named after the claim.
 pub(crate) trait Child:

@@ -89,15 +89,6 @@ pub(crate) fn claim_status_is_bound(claim: &ObjectBucketClaim, config_refused: b
         && condition(claim, CONFIG_APPLIED_CONDITION).is_none_or(|c| c.status == "True")
 }
 
-/// The claim's status keeps the `observedGeneration` it has: the claim is
-/// bound and its current `additionalConfig` is not applied (refused,
-/// pending, or not tried yet). A problem shown meanwhile (an API error, a
-/// failed Secret repair), or the Bound status written after it, must not
-/// say that spec was observed, nor that its config is applied.
-pub(crate) fn holds_generation(o: &super::Observed) -> bool {
-    was_bound(&o.claim) && !super::records::config_applied(o)
-}
-
 /// The provisioner refused the current generation's config for good: the
 /// claim is not updated again until its spec changes.
 pub(crate) fn config_refused(claim: &ObjectBucketClaim) -> bool {

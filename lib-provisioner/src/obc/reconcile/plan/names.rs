@@ -5,11 +5,11 @@ use k8s_openapi::api::storage::v1::StorageClass;
 
 use super::meta::{annotation, has_finalizer, was_bound};
 use super::{BucketName, Observed, Problem};
+use crate::core::names;
 use crate::obc::api::{
     BROWNFIELD_BUCKET_PARAMETER, BucketOrigin, GENERATED_NAME_ANNOTATION,
     OBJECT_BUCKET_NAME_ANNOTATION, ObjectBucket, ObjectBucketClaim,
 };
-use crate::core::names;
 
 /// The ObjectBucket a claim binds to: the one it names (bound), else the
 /// one chosen for it ([`OBJECT_BUCKET_NAME_ANNOTATION`]), else
@@ -175,4 +175,15 @@ fn validated(name: &str, source: &str) -> Result<BucketName, Problem> {
     names::validate_bucket_name(name)
         .map_err(|e| Problem::new("InvalidBucketName", format!("{source}: {e}")))?;
     Ok(BucketName::Known(name.to_owned()))
+}
+
+/// Annotation on a name record: the holder claim's `namespace/name`.
+pub(crate) const HOLDER_CLAIM_ANNOTATION: &str = "objectbucket.io/claim";
+/// Annotation on a name record: the bucket name it holds.
+pub(crate) const BUCKET_NAME_ANNOTATION: &str = "objectbucket.io/bucket-name";
+
+/// The name of the Lease that holds bucket name `bucket`. Valid for every
+/// valid bucket name (lowercase letters, digits, '-' and '.', at most 63).
+pub(crate) fn record_name(bucket: &str) -> String {
+    format!("obc-bucket-{bucket}")
 }

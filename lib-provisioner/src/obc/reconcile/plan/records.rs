@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::storage::v1::StorageClass;
 
-use super::meta::annotation;
+use super::meta::{annotation, was_bound};
 use super::{ClassState, Observed};
 use crate::obc::api::{
     ACCESS_KEY_ANNOTATION, APPLIED_CONFIG_ANNOTATION, CLASS_PARAMETERS_ANNOTATION, ObjectBucket,
@@ -125,4 +125,13 @@ pub(crate) fn config_applied(o: &Observed) -> bool {
     o.ob.as_ref()
         .and_then(applied_config)
         .is_none_or(|applied| applied == wanted_config(&o.claim))
+}
+
+/// The claim's status keeps the `observedGeneration` it has: the claim is
+/// bound and its current `additionalConfig` is not applied (refused,
+/// pending, or not tried yet). A problem shown meanwhile (an API error, a
+/// failed Secret repair), or the Bound status written after it, must not
+/// say that spec was observed, nor that its config is applied.
+pub(crate) fn holds_generation(o: &Observed) -> bool {
+    was_bound(&o.claim) && !config_applied(o)
 }

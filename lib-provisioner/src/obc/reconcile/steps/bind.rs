@@ -4,12 +4,12 @@
 use kube::ResourceExt;
 use kube::runtime::events::EventType;
 
-use crate::obc::api::{BucketPhase, ClaimPhase, ObjectBucket};
 use crate::core::error::{Error, Result};
 use crate::core::failpoint;
 use crate::core::provisioner::Provisioner;
-use crate::obc::reconcile::claim::Flow;
+use crate::obc::api::{BucketPhase, ClaimPhase, ObjectBucket};
 use crate::obc::reconcile::plan::{self, Observed};
+use crate::obc::reconcile::steps::Flow;
 use crate::obc::reconcile::{Context, status};
 use crate::obc::writes;
 

@@ -7,8 +7,8 @@ use crate::core::error::{Error, Result};
 use crate::core::failpoint;
 use crate::core::provisioner::Provisioner;
 use crate::obc::reconcile::Context;
-use crate::obc::reconcile::claim::Flow;
 use crate::obc::reconcile::plan::Observed;
+use crate::obc::reconcile::steps::Flow;
 use crate::obc::writes;
 
 /// Creates the Secret, or makes its data match the obtained access.

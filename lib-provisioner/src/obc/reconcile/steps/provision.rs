@@ -6,15 +6,16 @@ use kube::runtime::events::EventType;
 use tracing::info;
 
 use super::{provisioner_failed, reject};
-use crate::obc::api::{BucketOrigin, ReclaimPolicy};
 use crate::core::error::{Error, Result};
 use crate::core::failpoint;
 use crate::core::names;
 use crate::core::provisioner::{BucketRequest, Provisioner};
+use crate::obc::api::{BucketOrigin, ReclaimPolicy};
 use crate::obc::reconcile::Context;
 use crate::obc::reconcile::bucket_names::{self, Holding};
-use crate::obc::reconcile::claim::{Flow, claim_key, refresh_claim};
 use crate::obc::reconcile::plan::{self, ClassState, Observed, Problem};
+use crate::obc::reconcile::read::{claim_key, refresh_claim};
+use crate::obc::reconcile::steps::Flow;
 use crate::obc::writes::{self, NewObjectBucket};
 
 /// Finalizer, label and a generated name in one patch, then a read-back.
@@ -107,12 +108,15 @@ pub(super) async fn obtain_access<P: Provisioner>(
     let (operation, result) = match origin {
         BucketOrigin::Greenfield => (
             "provision",
-            ctx.runtime.timed("provision", ctx.provisioner.provision(&request))
+            ctx.runtime
+                .timed("provision", ctx.provisioner.provision(&request))
                 .await,
         ),
         BucketOrigin::Brownfield => (
             "grant",
-            ctx.runtime.timed("grant", ctx.provisioner.grant(&request)).await,
+            ctx.runtime
+                .timed("grant", ctx.provisioner.grant(&request))
+                .await,
         ),
     };
     match result {

@@ -6,14 +6,17 @@
 use tracing::info;
 
 use super::provisioner_failed;
+use crate::core::error::{Error, Result};
+use crate::core::failpoint;
+use crate::core::provisioner::{
+    BucketRequest, ErrorKind, Provisioner, Revocation, RotationRequest,
+};
 use crate::obc::api::{
     ObjectBucket, ROTATED_ANNOTATION, ROTATION_PENDING_ANNOTATION, ROTATION_PREVIOUS_KEY_ANNOTATION,
 };
-use crate::core::error::{Error, Result};
-use crate::core::failpoint;
-use crate::core::provisioner::{BucketRequest, ErrorKind, Provisioner, Revocation, RotationRequest};
-use crate::obc::reconcile::claim::{Flow, claim_key};
 use crate::obc::reconcile::plan::{Observed, Problem, records};
+use crate::obc::reconcile::read::claim_key;
+use crate::obc::reconcile::steps::Flow;
 use crate::obc::reconcile::{Context, status};
 use crate::obc::writes;
 
@@ -59,7 +62,11 @@ pub(super) async fn rotate<P: Provisioner>(
 ) -> Result<Flow> {
     let ob = object_bucket(o)?;
     let req = request(o, ob, &rotation, &previous);
-    match ctx.runtime.timed("rotate", ctx.provisioner.rotate(&req)).await {
+    match ctx
+        .runtime
+        .timed("rotate", ctx.provisioner.rotate(&req))
+        .await
+    {
         Ok(access) => {
             failpoint::hit("after-credentials-rotated");
             o.access = Some(access);

@@ -7,13 +7,14 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 
 use super::provisioner_failed;
-use crate::obc::api::{BucketPhase, FINALIZER, ObjectBucket, ReclaimPolicy};
 use crate::core::error::{Error, Result};
 use crate::core::failpoint;
 use crate::core::provisioner::{ClaimIdentity, ProvisionError, Provisioner, TeardownRequest};
+use crate::obc::api::{BucketPhase, FINALIZER, ObjectBucket, ReclaimPolicy};
 use crate::obc::reconcile::Context;
-use crate::obc::reconcile::claim::{Flow, get_opt};
 use crate::obc::reconcile::plan::{self, Observed, records};
+use crate::obc::reconcile::read::get_opt;
+use crate::obc::reconcile::steps::Flow;
 use crate::obc::writes;
 
 /// Calls Delete (or Revoke) for a claim being deleted, and says so.

@@ -8,12 +8,13 @@
 use kube::runtime::events::EventType;
 use tracing::info;
 
-use crate::obc::api::{APPLIED_CONFIG_ANNOTATION, ObjectBucket};
 use crate::core::error::{Error, Result};
 use crate::core::failpoint;
 use crate::core::provisioner::{BucketRequest, ErrorKind, Provisioner, UpdateRequest};
-use crate::obc::reconcile::claim::{Flow, claim_key};
+use crate::obc::api::{APPLIED_CONFIG_ANNOTATION, ObjectBucket};
 use crate::obc::reconcile::plan::{Observed, records};
+use crate::obc::reconcile::read::claim_key;
+use crate::obc::reconcile::steps::Flow;
 use crate::obc::reconcile::{Context, status};
 use crate::obc::writes;
 
@@ -26,7 +27,11 @@ pub(super) async fn update_bucket<P: Provisioner>(
     let ob = o.ob.as_ref().ok_or(Error::MissingField("ObjectBucket"))?;
     let request = update_request(o, ob);
     let changed = request.changed_keys().join(", ");
-    match ctx.runtime.timed("update", ctx.provisioner.update(&request)).await {
+    match ctx
+        .runtime
+        .timed("update", ctx.provisioner.update(&request))
+        .await
+    {
         Ok(()) => {
             failpoint::hit("after-bucket-updated");
             let wanted = records::encode(&request.bucket.additional_config);
