@@ -9,6 +9,10 @@
 //! - [`error`]: the library's error types.
 //! - `calls` (private): how every provisioner call runs (timeout, lease,
 //!   metrics).
+//! - `runtime` (private): what the composition hands each family
+//!   (`Shared`: client, metrics, health, leadership, stop) and what each
+//!   family's reconcile context keeps of it (`Runtime`: act only while
+//!   leading, timed provisioner calls, cache readiness).
 //! - `backoff`, `watch`, `log` (private): what both families' controllers
 //!   are built from: per-object retry backoff and the error policy, watch
 //!   retries and trigger gates, and the log of controller errors.
