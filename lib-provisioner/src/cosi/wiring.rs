@@ -26,7 +26,7 @@ use crate::core::provisioner::Provisioner;
 use crate::core::runtime::Shared;
 use crate::core::server::Health;
 use crate::core::watch::backoff::watch_backoff;
-use crate::core::watch::feeds::{strip_managed_fields, tracked};
+use crate::core::watch::feeds::{Watchable, strip_managed_fields, tracked};
 use crate::core::watch::triggers::{stopped, took_over, while_leading};
 
 /// One shared watch: its cache, its subscriptions, and the feed that
@@ -39,13 +39,7 @@ struct Watched<K: kube::Resource<DynamicType = ()> + Clone + 'static> {
 
 fn watched<K>(client: &Client, health: &Arc<Health>, name: &str, subscribers: usize) -> Watched<K>
 where
-    K: kube::Resource<DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
+    K: Watchable,
 {
     let (store, writer) = reflector::store_shared::<K>(256);
     let subs = (0..subscribers)

@@ -12,6 +12,30 @@ use tracing::warn;
 use super::triggers::stopped;
 use crate::core::server::Health;
 
+/// A kind a watch can fill a cache with: statically typed, decoded from
+/// the API, shared between tasks.
+pub(crate) trait Watchable:
+    kube::Resource<DynamicType = ()>
+    + Clone
+    + serde::de::DeserializeOwned
+    + std::fmt::Debug
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<K> Watchable for K where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static
+{
+}
+
 /// Drops a feed's errors before the controller sees them: they are logged
 /// and retried (with [`WatchBackoff`]) where they happen, and the
 /// controller's own backoff on errors would pause all its triggers at once,

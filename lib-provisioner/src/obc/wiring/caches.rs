@@ -19,7 +19,7 @@ use tracing::info;
 
 use crate::core::server::Health;
 use crate::core::watch::backoff::watch_backoff;
-use crate::core::watch::feeds::{strip_managed_fields, tracked, without_errors};
+use crate::core::watch::feeds::{Watchable, strip_managed_fields, tracked, without_errors};
 use crate::obc::api::{ObjectBucket, ObjectBucketClaim, PROVISIONER_LABEL};
 use crate::obc::reconcile::plan;
 
@@ -140,13 +140,7 @@ fn watches<K>(
     kind: &str,
 ) -> Vec<(String, Watch<K>)>
 where
-    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
+    K: Watchable + kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
 {
     namespaces
         .iter()
@@ -178,13 +172,7 @@ fn child_feed<K>(
     kind: &str,
 ) -> (Store<PartialObjectMeta<K>>, Feed<PartialObjectMeta<K>>)
 where
-    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
+    K: Watchable + kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
 {
     let (store, writer) = reflector::store();
     let feed = super::namespaces::reflect(
