@@ -46,7 +46,6 @@ use crate::core::provisioner::Provisioner;
 use crate::obc::reconcile::{Backoffs, ChildStores, Context};
 use crate::core::server::Health;
 
-mod gate;
 mod namespaces;
 pub(crate) mod wiring;
 
@@ -257,7 +256,7 @@ impl<P: Provisioner> ControllerBuilder<P> {
         // The election keeps the plain client; everything that reconciles
         // writes through the lease gate.
         let running = self.start(
-            gate::gated(client, leadership.clone()),
+            crate::core::leader::gate::gated(client, leadership.clone()),
             metrics.clone(),
             health.clone(),
             stop_rx,
