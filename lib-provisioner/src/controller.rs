@@ -39,8 +39,6 @@ use tokio::sync::watch;
 pub use crate::core::calls::DEFAULT_PROVISIONER_TIMEOUT;
 pub use crate::obc::wiring::WatchScope;
 
-mod gate;
-
 use crate::core::error::RunError;
 use crate::core::leader::{Elector, LeaderElection, Leadership};
 use crate::core::metrics::Metrics;
@@ -240,7 +238,7 @@ impl<P: Provisioner> ControllerBuilder<P> {
         // The election keeps the plain client; everything that reconciles
         // writes through the lease gate.
         let running = self.start(
-            gate::gated(client, leadership.clone()),
+            crate::core::leader::gate::gated(client, leadership.clone()),
             metrics.clone(),
             health.clone(),
             stop_rx,

@@ -1,13 +1,20 @@
-//! How every provisioner call runs, whichever API family makes it.
+//! How every provisioner call runs, whichever API family makes it: under
+//! a limit ([`limit`]: the provisioner timeout, or what is left of the
+//! lease), timed into the metrics.
 
 use std::future::Future;
 use std::time::{Duration, Instant};
 
 use tracing::debug;
 
-use crate::core::leader::{CallLimit, Leadership};
+use crate::core::leader::Leadership;
 use crate::core::metrics::Metrics;
 use crate::core::provisioner::ProvisionError;
+
+mod limit;
+
+use limit::CallLimit;
+pub(crate) use limit::TimedOut;
 
 /// How long a provisioner call may take unless
 /// [`ControllerBuilder::provisioner_timeout`](crate::controller::ControllerBuilder::provisioner_timeout)
@@ -39,16 +46,3 @@ pub(crate) async fn timed<T>(
     metrics.operation(operation, started.elapsed(), result.is_ok());
     result
 }
-
-/// The error a provisioner call cut off by the timeout becomes.
-pub(crate) fn timed_out(operation: &str, limit: Duration) -> ProvisionError {
-    ProvisionError::retryable(format!(
-        "{operation} did not answer within {limit:?} and was abandoned; it is retried with backoff. If the store is slow rather than stuck, raise the provisioner timeout"
-    ))
-    .with_source(TimedOut)
-}
-
-/// The source of a [`timed_out`] error, so the claim's status can name it.
-#[derive(Debug, thiserror::Error)]
-#[error("provisioner call timed out")]
-pub(crate) struct TimedOut;

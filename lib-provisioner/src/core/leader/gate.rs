@@ -24,7 +24,7 @@ use kube::Client;
 use kube::client::Body;
 use tracing::debug;
 
-use crate::core::leader::Leadership;
+use crate::core::leader::leadership::Leadership;
 
 /// Why a write was not sent or was abandoned.
 #[derive(Debug, thiserror::Error)]
