@@ -18,7 +18,7 @@ use kube::{Api, Client};
 use lib_provisioner::ProvisionError;
 use sha2::{Digest, Sha256};
 
-use crate::store::{Owner, Record};
+use crate::ownership::{Owner, Record};
 
 /// Label on every intent ConfigMap.
 pub const INTENT_LABEL: &str = "objectbucket.io/creation-intent";

@@ -24,6 +24,7 @@ pub mod credentials;
 pub mod errors;
 pub mod http;
 pub mod intents;
+mod ownership;
 pub mod params;
 pub mod s3;
 pub mod serve;

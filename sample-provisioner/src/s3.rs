@@ -25,12 +25,13 @@ use crate::credentials::{
     SharedAdminCredentials, StoreAdmin,
 };
 use crate::intents::KubeIntents;
+use crate::ownership::Owner;
 use crate::params::{ClassParams, Ownership, SecretRef};
+use crate::store::{Creation, DEFAULT_STATE_BUCKET, Deletion, Store, reserved};
 
 /// Where intent ConfigMaps go unless configured: the namespace `deploy/`
 /// installs the provisioner in.
 pub const DEFAULT_INTENT_NAMESPACE: &str = "obc-system";
-use crate::store::{Creation, DEFAULT_STATE_BUCKET, Deletion, Owner, Store, reserved};
 
 /// Clients kept for reuse; past this many (rotated credentials, many
 /// classes) the cache starts over.

@@ -1,6 +1,6 @@
 //! What the binary serves besides ObjectBucketClaims: Kubernetes COSI
 //! (`objectstorage.k8s.io/v1alpha2`) from the same
-//! [`S3Provisioner`](crate::S3Provisioner), on
+//! [`S3Provisioner`](crate::s3::S3Provisioner), on
 //! when COSI's CRDs are installed ([`CosiMode::Auto`], the default), and
 //! how [`with_cosi`] adds it to a [`ControllerBuilder`]. The tests wire the
 //! controller through these functions too, so that they run what the

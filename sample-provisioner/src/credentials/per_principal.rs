@@ -197,7 +197,7 @@ mod tests {
             principal_user_name("ba-0b1f6c1e-2a3b-4c5d-8e9f-0123456789ac")
         );
         assert!(principal_policy_name(uid).starts_with("cosi-access-"));
-        assert_ne!(user, crate::credentials::user_name(uid));
+        assert_ne!(user, crate::credentials::per_claim::user_name(uid));
     }
 
     fn allowed(doc: &serde_json::Value, resource: &str) -> Vec<String> {

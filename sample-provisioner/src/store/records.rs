@@ -1,47 +1,49 @@
-//! Where ownership and intents are kept: the bucket tag or marker object,
-//! the intent ConfigMap or state-bucket object, and their reads and writes.
+//! The ownership records of a [`Store`]: reads and writes of the bucket tag
+//! or marker object and of the intent (ConfigMap or state-bucket object),
+//! the state bucket's upkeep, and what a bucket is to the rules.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{Tag, Tagging};
 use lib_provisioner::ProvisionError;
 use tracing::{debug, info};
 
+use super::client::{Records, Store};
+use super::rules::{Found, not_ours};
 use crate::errors::{FailureKind, StoreFailure};
-use crate::intents::KubeIntents;
+use crate::ownership::{
+    CLAIM_TAG, OWNER_MARKER_KEY, OWNER_TAG, Owner, Record, STATE_BUCKET_MARKER, intent_key,
+};
 
-use super::*;
-
-/// The state bucket of one store, checked once per [`Store`].
-#[derive(Debug)]
-pub(super) struct StateBucket {
-    pub(super) name: String,
-    ready: AtomicBool,
-    checking: tokio::sync::Mutex<()>,
-}
-
-impl StateBucket {
-    pub(super) fn new(name: &str) -> Arc<Self> {
-        Arc::new(Self {
-            name: name.to_owned(),
-            ready: AtomicBool::new(false),
-            checking: tokio::sync::Mutex::new(()),
-        })
-    }
-}
-
-/// Where a store records ownership and creation intents.
-#[derive(Clone, Debug)]
-pub(super) enum Records {
-    /// A marker object in the bucket, intents in the state bucket.
-    Marker,
-    /// A bucket tag, intents as ConfigMaps.
-    Tags(Box<KubeIntents>),
-}
+/// User metadata on the marker and on intents naming the claim, for humans.
+const OWNER_CLAIM_METADATA: &str = "obc-claim";
 
 impl Store {
+    /// The claim UID in the bucket's marker, if it has one.
+    pub async fn owner(&self, bucket: &str) -> Result<Option<String>, StoreFailure> {
+        Ok(self
+            .read_record(bucket, OWNER_MARKER_KEY)
+            .await?
+            .map(|r| r.claim_uid))
+    }
+
+    /// The intent recorded in the state bucket for creating `bucket`, if
+    /// any (none if there is no state bucket yet).
+    pub async fn intent(&self, bucket: &str) -> Result<Option<Record>, ProvisionError> {
+        if let Records::Tags(intents) = &self.records {
+            return intents.get(bucket).await;
+        }
+        match self
+            .read_record(&self.state.name, &intent_key(bucket))
+            .await
+        {
+            Ok(record) => Ok(record),
+            Err(f) if f.is_no_such_bucket() => Ok(None),
+            Err(f) => Err(f.into_provision_error()),
+        }
+    }
+
     /// What `bucket` is to the rules. `head_first`: start with HeadBucket
     /// (cheapest when the bucket usually does not exist); else with the
     /// marker (cheapest when it usually does). Some stores (s3s-fs) answer
@@ -350,7 +352,11 @@ impl Store {
                 "bucket {name:?} cannot be the provisioner's state bucket: {why}. Choose another name with --state-bucket (OBC_STATE_BUCKET)"
             ))
         };
-        match self.find(name, false).await.map_err(into_error)? {
+        match self
+            .find(name, false)
+            .await
+            .map_err(StoreFailure::into_provision_error)?
+        {
             Found::Marked(m) if m == STATE_BUCKET_MARKER => {}
             Found::Marked(uid) => {
                 return Err(unusable(format!(
@@ -374,7 +380,11 @@ impl Store {
                 self.put_record(name, OWNER_MARKER_KEY, &us)
                     .await
                     .map_err(StoreFailure::into_provision_error)?;
-                match self.owner(name).await.map_err(into_error)? {
+                match self
+                    .owner(name)
+                    .await
+                    .map_err(StoreFailure::into_provision_error)?
+                {
                     Some(m) if m == STATE_BUCKET_MARKER => {}
                     Some(uid) => {
                         return Err(unusable(format!(

@@ -1,43 +1,16 @@
 //! The ownership rules, as pure functions: what a provision or a delete
 //! does given what the store holds ([`provision_step`], [`delete_step`]),
 //! and the messages of the refusals. Unit-tested exhaustively here;
-//! [`Store`](super::Store) gathers the inputs and carries the answers out.
+//! [`Store`](super::client::Store) gathers the inputs and carries the
+//! answers out.
 
 use std::fmt;
 
 use lib_provisioner::ProvisionError;
 use lib_provisioner::provisioner::ErrorReason;
 
+use crate::ownership::{OWNER_MARKER_KEY, Owner, STATE_BUCKET_MARKER};
 use crate::params::FORCE_DELETE;
-
-use super::*;
-
-/// Who a bucket is (to be) owned by.
-#[derive(Clone, Copy, Debug)]
-pub struct Owner<'a> {
-    /// The claim's UID: the marker's (and the intent's) content.
-    pub claim_uid: &'a str,
-    /// `namespace/name` of the claim, stored as metadata for humans.
-    pub claim: &'a str,
-}
-
-/// A marker or an intent, as read back.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Record {
-    /// The UID it holds.
-    pub claim_uid: String,
-    /// `namespace/name` from its metadata, if any.
-    pub claim: Option<String>,
-}
-
-impl fmt::Display for Record {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.claim {
-            Some(claim) => write!(f, "claim {claim} (UID {})", self.claim_uid),
-            None => write!(f, "the claim with UID {}", self.claim_uid),
-        }
-    }
-}
 
 // ---------------------------------------------------------------------------
 // The rules, without I/O
@@ -246,7 +219,7 @@ pub fn delete_step(
 // The store
 // ---------------------------------------------------------------------------
 
-/// What [`Store::create_owned`] did.
+/// What [`Store::create_owned`](super::client::Store::create_owned) did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Creation {
     /// Created the bucket and marked it.

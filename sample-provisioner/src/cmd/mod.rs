@@ -1,0 +1,8 @@
+//! The parts of the binary, put together by `main.rs`: [`cli`] parses the
+//! command line, [`logging`] sets up tracing, [`run`] wires and runs the
+//! controllers, stopped by [`signals`].
+
+pub(crate) mod cli;
+pub(crate) mod logging;
+pub(crate) mod run;
+mod signals;
