@@ -5,12 +5,12 @@ use std::collections::BTreeSet;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 
+use crate::core::provisioner::AccessGrant;
 use crate::cosi::api::{
     AuthenticationType, BUCKETCLAIM_BEING_DELETED_ANNOTATION, Bucket, BucketAccess, ObjectProtocol,
     SIDECAR_CLEANUP_FINISHED_ANNOTATION,
 };
 use crate::cosi::plan::{Next, has_annotation, has_finalizer};
-use crate::core::provisioner::AccessGrant;
 
 /// What the driver role's pass sees.
 #[derive(Clone, Debug)]

@@ -6,9 +6,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference,
 use super::bind_plan::{self, ClaimSeen};
 use super::grant_plan::{self, Step as G};
 use super::owner::{Owner, owner};
+use crate::core::provisioner::{AccessGrant, Credentials, StoreEndpoint};
 use crate::cosi::api::*;
 use crate::cosi::plan::Next;
-use crate::core::provisioner::{AccessGrant, Credentials, StoreEndpoint};
 
 const CLAIM_UID: &str = "0d8f9bd2-4bd8-4d4c-9b5b-6c7a0f6b2d11";
 const ACCESS_UID: &str = "2d8f9bd2-4bd8-4d4c-9b5b-6c7a0f6b2d11";

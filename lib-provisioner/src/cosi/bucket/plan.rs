@@ -2,11 +2,11 @@
 
 use kube::ResourceExt;
 
+use crate::core::provisioner::BucketInfo;
 use crate::cosi::api::{
     BUCKETCLAIM_BEING_DELETED_ANNOTATION, Bucket, BucketDeletionPolicy, FINALIZER, ObjectProtocol,
 };
 use crate::cosi::plan::{Next, has_annotation, has_finalizer};
-use crate::core::provisioner::BucketInfo;
 
 /// The protocols the driver role serves: the Secret keys it writes are
 /// S3's.

@@ -1,9 +1,9 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::plan::{Observed, Step, next_step};
+use crate::core::provisioner::{BucketInfo, StoreEndpoint};
 use crate::cosi::api::*;
 use crate::cosi::plan::Next;
-use crate::core::provisioner::{BucketInfo, StoreEndpoint};
 
 const UID: &str = "0d8f9bd2-4bd8-4d4c-9b5b-6c7a0f6b2d11";
 
