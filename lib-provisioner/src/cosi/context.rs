@@ -2,18 +2,18 @@
 //! driver name, the caches used to map events, and the shared settings.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use kube::Client;
 use kube::runtime::controller::Action;
 use kube::runtime::events::Recorder;
 use kube::runtime::reflector::Store;
 
-use super::api::BucketAccess;
-use crate::core::backoff::Backoffs;
+use crate::core::backoff::{Backoffs, retry_delay};
 use crate::core::error::Error;
 use crate::core::provisioner::{ProvisionError, Provisioner};
 use crate::core::runtime::Runtime;
+use crate::cosi::api::BucketAccess;
+use crate::cosi::refusals::Refusals;
 
 /// Everything the COSI reconcilers share.
 pub(crate) struct CosiContext<P> {
@@ -31,16 +31,8 @@ pub(crate) struct CosiContext<P> {
     /// BucketAccesses (a claim's deletion waits for those naming it).
     pub accesses: Store<BucketAccess>,
     /// Provisioner refusals standing per object generation.
-    pub refusals: super::refusals::Refusals,
+    pub refusals: Refusals,
 }
-
-/// How long a refused object waits before it is looked at again (a class
-/// or Bucket fixed elsewhere may unblock it).
-pub(crate) const REFUSED_RETRY: Duration = Duration::from_secs(300);
-/// How often a settled object is looked at again without any event.
-pub(crate) const RESYNC: Duration = Duration::from_secs(600);
-/// Steps one pass may take; more is a bug.
-pub(crate) const MAX_STEPS: usize = 24;
 
 impl<P: Provisioner> CosiContext<P> {
     /// A provisioner call for the object of `meta`, unless the provisioner
@@ -66,14 +58,10 @@ impl<P: Provisioner> CosiContext<P> {
 }
 
 /// The error policy of every COSI controller: as every family's
-/// ([`retry_delay`](crate::core::backoff::retry_delay)).
+/// ([`retry_delay`]).
 pub(crate) fn error_policy<K, P>(obj: Arc<K>, error: &Error, ctx: Arc<CosiContext<P>>) -> Action
 where
     K: kube::Resource<DynamicType = ()>,
 {
-    Action::requeue(crate::core::backoff::retry_delay(
-        obj.as_ref(),
-        error,
-        &ctx.backoff,
-    ))
+    Action::requeue(retry_delay(obj.as_ref(), error, &ctx.backoff))
 }

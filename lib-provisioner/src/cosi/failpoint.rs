@@ -48,7 +48,7 @@ mod tests {
         crate::core::failpoint::hit_names_in(&[
             include_str!("claim/steps.rs"),
             include_str!("bucket/steps.rs"),
-            include_str!("access/steps.rs"),
+            include_str!("access/bind_steps.rs"),
             include_str!("access/grant_steps.rs"),
         ])
     }

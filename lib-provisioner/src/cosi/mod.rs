@@ -21,7 +21,8 @@
 //! `access/bind_plan.rs`, `access/grant_plan.rs`) that picks the next step
 //! from what exists; each step is one write or one provisioner call, so a
 //! restart after any of them takes the same decision again
-//! ([`failpoint::POINTS`] names the crash points).
+//! ([`failpoint::POINTS`] names the crash points). One loop (`pass.rs`)
+//! runs every kind: read the object, plan, take the step, again.
 //!
 //! `grpc` (feature `cosi-grpc`) is the other way in: the provisioner as a
 //! COSI gRPC driver behind upstream's own sidecar.
@@ -34,6 +35,7 @@ mod context;
 pub mod failpoint;
 mod keys;
 mod options;
+mod pass;
 mod plan;
 mod refusals;
 mod show;

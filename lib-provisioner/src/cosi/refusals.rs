@@ -1,16 +1,17 @@
 //! Provisioner refusals remembered per object and generation, so that the
 //! watch event of the refusal's own status write does not ask the
 //! provisioner again at once: the same spec is asked again only after
-//! [`REFUSED_RETRY`](super::context::REFUSED_RETRY), or once its spec
-//! changes (a new generation).
+//! [`REFUSED_RETRY`], or once its spec changes (a new generation).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use super::context::REFUSED_RETRY;
+/// How long a refused object waits before it is looked at again (a class
+/// or Bucket fixed elsewhere may unblock it).
+pub(crate) const REFUSED_RETRY: Duration = Duration::from_secs(300);
 
 /// A refusal: the generation it answered, when, and its message.
 type Refusal = (Option<i64>, Instant, String);

@@ -2,34 +2,109 @@
 //! time), and an Event on the user's object, once per new message.
 
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::Resource;
 use kube::runtime::events::{Event, EventType};
+use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
 use tracing::warn;
 
-use kube::Api;
+use crate::core::error::{Error, is_status};
+use crate::core::provisioner::ProvisionError;
+use crate::cosi::api::{Bucket, BucketAccess, BucketClaim, TimestampedError};
+use crate::cosi::context::CosiContext;
+use crate::cosi::writes::{self, Object};
 
-use super::api::TimestampedError;
-use super::context::CosiContext;
-use super::writes::{self, Object};
-use crate::core::error::Error;
+/// What a pass stopped on, for the caller's status write.
+pub(crate) enum Halt {
+    Wait(String),
+    Refuse(String),
+}
 
-/// Writes `message` into the object's `status.error` (the object's
-/// current error `shown` and `ready` flag given) unless it shows it
+impl Halt {
+    pub(crate) fn message(&self) -> &str {
+        match self {
+            Self::Wait(m) | Self::Refuse(m) => m,
+        }
+    }
+
+    pub(crate) fn is_refusal(&self) -> bool {
+        matches!(self, Self::Refuse(_))
+    }
+
+    /// The reason of its Event.
+    pub(crate) fn reason(&self) -> &'static str {
+        match self {
+            Self::Wait(_) => "Waiting",
+            Self::Refuse(_) => "Refused",
+        }
+    }
+}
+
+/// A failed provisioner call as a halt, `operation: message` (for
+/// `map_err`): retryable errors wait, the rest refuse.
+pub(crate) fn provisioner_halt(operation: &'static str) -> impl FnOnce(ProvisionError) -> Halt {
+    move |err| {
+        let message = format!("{operation}: {}", err.message());
+        if err.is_retryable() {
+            Halt::Wait(message)
+        } else {
+            Halt::Refuse(message)
+        }
+    }
+}
+
+/// An object whose status shows a halt: `status.error` beside `readyToUse`.
+pub(crate) trait Shown {
+    /// The error the status shows now, and its ready flag (both `None`
+    /// without a status).
+    fn shown(&self) -> (Option<&TimestampedError>, Option<bool>);
+}
+
+/// Every kind a pass runs on has the two status fields.
+macro_rules! shown_in_status {
+    ($($kind:ty),*) => {$(
+        impl Shown for $kind {
+            fn shown(&self) -> (Option<&TimestampedError>, Option<bool>) {
+                let status = self.status.as_ref();
+                (status.and_then(|s| s.error.as_ref()), status.map(|s| s.ready_to_use))
+            }
+        }
+    )*};
+}
+shown_in_status!(Bucket, BucketClaim, BucketAccess);
+
+/// Shows `halt` in `obj`'s status and, when the status did not show it
+/// yet, as the Event `(on, note)`.
+pub(crate) async fn show_halt<P, K: Object + Shown>(
+    ctx: &CosiContext<P>,
+    api: &Api<K>,
+    obj: &K,
+    halt: &Halt,
+    action: &'static str,
+    (on, note): (ObjectReference, String),
+) -> Result<(), Error> {
+    if write_error(api, obj, halt.message(), action).await? {
+        ctx.event(&on, halt.is_refusal(), halt.reason(), &note)
+            .await;
+    }
+    Ok(())
+}
+
+/// Writes `message` into the object's `status.error` unless it shows it
 /// already. Says whether it wrote: only a new message deserves an Event.
 /// An object deleted meanwhile has nothing to show it on: not written.
-pub(crate) async fn write_error<K: Object>(
+async fn write_error<K: Object + Shown>(
     api: &Api<K>,
-    name: &str,
-    (shown, ready): (Option<&TimestampedError>, Option<bool>),
+    obj: &K,
     message: &str,
     action: &'static str,
 ) -> Result<bool, Error> {
+    let (shown, ready) = obj.shown();
     if shows(shown, message) {
         return Ok(false);
     }
-    match writes::patch_status(api, name, &error_patch(message, ready), action).await {
-        Err(Error::Kube { source, .. }) if crate::core::error::is_status(&source, 404) => Ok(false),
+    let patch = error_patch(message, ready);
+    match writes::patch_status(api, &obj.name_any(), &patch, action).await {
+        Err(Error::Kube { source, .. }) if is_status(&source, 404) => Ok(false),
         other => other.map(|()| true),
     }
 }
@@ -86,53 +161,4 @@ fn truncate(s: &str, max: usize) -> String {
         end -= 1;
     }
     s[..end].to_owned()
-}
-
-/// What a pass stopped on, for the caller's status write.
-pub(crate) enum Halt {
-    Wait(String),
-    Refuse(String),
-}
-
-impl Halt {
-    pub(crate) fn message(&self) -> &str {
-        match self {
-            Self::Wait(m) | Self::Refuse(m) => m,
-        }
-    }
-
-    pub(crate) fn is_refusal(&self) -> bool {
-        matches!(self, Self::Refuse(_))
-    }
-
-    /// The reason of its Event.
-    pub(crate) fn reason(&self) -> &'static str {
-        match self {
-            Self::Wait(_) => "Waiting",
-            Self::Refuse(_) => "Refused",
-        }
-    }
-}
-
-/// A provisioner error as a halt: retryable ones wait, the rest refuse.
-pub(crate) fn provisioner_halt(
-    operation: &str,
-    err: &crate::core::provisioner::ProvisionError,
-) -> Halt {
-    let message = format!("{operation}: {}", err.message());
-    if err.is_retryable() {
-        Halt::Wait(message)
-    } else {
-        Halt::Refuse(message)
-    }
-}
-
-/// When to look at a halted object again: refusals slowly, waits with the
-/// object's backoff.
-pub(crate) fn retry_after<P>(ctx: &CosiContext<P>, key: &str, halt: &Halt) -> std::time::Duration {
-    if halt.is_refusal() {
-        super::context::REFUSED_RETRY
-    } else {
-        ctx.backoff.next(key)
-    }
 }

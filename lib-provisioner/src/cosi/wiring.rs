@@ -167,7 +167,7 @@ pub(crate) fn start<P: Provisioner>(
     tasks.push(
         access_ctrl
             .graceful_shutdown_on(stopped(stop.clone()))
-            .run(access::steps::reconcile, error_policy, ctx.clone())
+            .run(access::reconcile::reconcile, error_policy, ctx.clone())
             .for_each(|r| async move {
                 if let Err(e) = r {
                     log_controller_error("BucketAccess", &e);

@@ -9,9 +9,9 @@ use serde::de::DeserializeOwned;
 use serde_json::json;
 use tracing::debug;
 
-use super::api::FINALIZER;
 use crate::core::error::{Error, is_status};
 use crate::core::writes::{params, post_params};
+use crate::cosi::api::FINALIZER;
 
 /// Bounds every COSI object type the writes take.
 pub(crate) trait Object:
@@ -101,11 +101,7 @@ pub(crate) async fn patch_status<K: Object>(
     patch: &serde_json::Value,
     action: &'static str,
 ) -> Result<(), Error> {
-    logged(action, name);
-    api.patch_status(name, &params(), &Patch::Merge(patch))
-        .await
-        .map(|_| ())
-        .map_err(Error::kube(action))
+    merge(api, name, Part::Status, patch, action).await
 }
 
 /// Creates an object; one that exists already is left to the next plan
@@ -116,11 +112,7 @@ pub(crate) async fn create<K: Object>(
     action: &'static str,
 ) -> Result<(), Error> {
     logged(action, &obj.name_any());
-    match api.create(&post_params(), obj).await {
-        Ok(_) => Ok(()),
-        Err(e) if is_status(&e, 409) => Ok(()),
-        Err(e) => Err(Error::kube(action)(e)),
-    }
+    settled(api.create(&post_params(), obj).await, 409, action)
 }
 
 /// Deletes the object of this UID; gone already is done.
@@ -138,10 +130,18 @@ pub(crate) async fn delete<K: Object>(
         }),
         ..Default::default()
     };
-    match api.delete(&name, &params).await {
-        Ok(_) => Ok(()),
-        Err(e) if is_status(&e, 404) => Ok(()),
-        Err(e) => Err(Error::kube(action)(e)),
+    settled(api.delete(&name, &params).await, 404, action)
+}
+
+/// A write's result, where status `already` says it was done already.
+fn settled<T>(
+    result: Result<T, kube::Error>,
+    already: u16,
+    action: &'static str,
+) -> Result<(), Error> {
+    match result {
+        Err(e) if is_status(&e, already) => Ok(()),
+        other => other.map(|_| ()).map_err(Error::kube(action)),
     }
 }
 
@@ -155,16 +155,36 @@ pub(crate) async fn get<K: Object>(
 }
 
 /// A merge patch of a whole object (a Secret's data, say); every other
-/// patch here goes through it.
+/// patch of an object's metadata or spec here goes through it.
 pub(crate) async fn patch_raw<K: Object>(
     api: &Api<K>,
     name: &str,
     patch: &serde_json::Value,
     action: &'static str,
 ) -> Result<(), Error> {
+    merge(api, name, Part::Object, patch, action).await
+}
+
+/// What a merge patch writes: the object, or its status subresource.
+enum Part {
+    Object,
+    Status,
+}
+
+/// Every merge patch of the COSI controllers.
+async fn merge<K: Object>(
+    api: &Api<K>,
+    name: &str,
+    part: Part,
+    patch: &serde_json::Value,
+    action: &'static str,
+) -> Result<(), Error> {
     logged(action, name);
-    api.patch(name, &params(), &Patch::Merge(patch))
-        .await
-        .map(|_| ())
-        .map_err(Error::kube(action))
+    let (params, patch) = (params(), Patch::Merge(patch));
+    match part {
+        Part::Object => api.patch(name, &params, &patch).await,
+        Part::Status => api.patch_status(name, &params, &patch).await,
+    }
+    .map(|_| ())
+    .map_err(Error::kube(action))
 }

@@ -2,7 +2,7 @@
 //! granted, the account recorded, Secrets written, ready; on deletion the
 //! Secrets deleted, access revoked, cleanup handed back.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
@@ -11,21 +11,19 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use super::grant_plan::{self, Observed, Step};
-use super::steps::Progress;
 use crate::core::error::Error;
 use crate::core::provisioner::{
     AccessGrant, AccessMode, AccessRequest, AccessRevocation, ClaimIdentity, Provisioner,
 };
-use crate::cosi::api::{AuthenticationType, Bucket};
 use crate::cosi::api::{
-    BucketAccess, BucketAccessMode, FINALIZER, SIDECAR_CLEANUP_FINISHED_ANNOTATION,
-    account_name_for_access,
+    AuthenticationType, Bucket, BucketAccess, BucketAccessMode, FINALIZER,
+    SIDECAR_CLEANUP_FINISHED_ANNOTATION, account_name_for_access,
 };
 use crate::cosi::context::CosiContext;
 use crate::cosi::failpoint;
 use crate::cosi::keys;
-use crate::cosi::plan::Next;
-use crate::cosi::show::{self, Halt};
+use crate::cosi::pass::{self, Progress};
+use crate::cosi::show::{Halt, provisioner_halt};
 use crate::cosi::writes;
 
 /// What the driver role learnt in this pass and keeps between its steps.
@@ -44,26 +42,21 @@ impl Memory {
 }
 
 /// Observes for the driver role, plans, and takes the step.
-pub(crate) async fn pass<P: Provisioner>(
+pub(crate) async fn round<P: Provisioner>(
     ctx: &CosiContext<P>,
     api: &Api<BucketAccess>,
-    access: BucketAccess,
+    access: &BucketAccess,
     memory: &mut Memory,
 ) -> Result<Progress, Error> {
-    let o = observe(ctx, access, memory).await?;
-    let step = match grant_plan::next_step(&o) {
-        Next::Step(step) => step,
-        Next::Done => return Ok(Progress::Done),
-        Next::Wait(m) => return Ok(Progress::Halted(Halt::Wait(m))),
-        Next::Refuse(m) => return Ok(Progress::Halted(Halt::Refuse(m))),
-    };
-    ctx.runtime.ensure_leading()?;
-    Ok(match execute(ctx, api, &o, step, memory).await? {
-        Some(halt) => Progress::Halted(halt),
-        None => Progress::Stepped,
+    let o = observe(ctx, access.clone(), memory).await?;
+    pass::take(ctx, grant_plan::next_step(&o), |step| {
+        execute(ctx, api, &o, step, memory)
     })
+    .await
 }
 
+/// The accessed Buckets and the access Secrets, with what this pass
+/// learnt.
 async fn observe<P>(
     ctx: &CosiContext<P>,
     access: BucketAccess,
@@ -98,18 +91,6 @@ async fn observe<P>(
     })
 }
 
-fn secrets<P>(ctx: &CosiContext<P>, access: &BucketAccess) -> Api<Secret> {
-    Api::namespaced(ctx.client.clone(), &access.namespace().unwrap_or_default())
-}
-
-fn secret_of<'a>(o: &'a Observed, name: &str) -> Result<&'a Secret, Error> {
-    o.secrets
-        .iter()
-        .find(|(n, _)| n == name)
-        .and_then(|(_, s)| s.as_ref())
-        .ok_or(Error::MissingField("the access Secret"))
-}
-
 async fn execute<P: Provisioner>(
     ctx: &CosiContext<P>,
     api: &Api<BucketAccess>,
@@ -124,36 +105,11 @@ async fn execute<P: Provisioner>(
             writes::add_finalizer(api, a, "add the BucketAccess's finalizer").await?
         }
         Step::ReserveSecret(name) => {
-            writes::create(
-                &secrets,
-                &reserved_secret(a, &name),
-                "reserve an access Secret",
-            )
-            .await?;
+            let reserved = reserved_secret(a, &name);
+            writes::create(&secrets, &reserved, "reserve an access Secret").await?;
             failpoint::hit("cosi-after-secret-reserved");
         }
-        Step::Grant => {
-            match ctx
-                .call(
-                    &a.metadata,
-                    "grant_access",
-                    ctx.provisioner.grant_access(&access_request(a)),
-                )
-                .await
-            {
-                Ok(grant) => {
-                    failpoint::hit("cosi-after-grant");
-                    memory.grant = Some(grant);
-                    memory.written.clear();
-                }
-                Err(e) => {
-                    return Ok(Some(show::provisioner_halt(
-                        "the driver could not grant access",
-                        &e,
-                    )));
-                }
-            }
-        }
+        Step::Grant => return Ok(grant(ctx, a, memory).await.err()),
         Step::RecordAccount(id) => {
             let patch = json!({"status": {"accountID": id}});
             writes::patch_status(api, &a.name_any(), &patch, "record the account").await?;
@@ -171,59 +127,77 @@ async fn execute<P: Provisioner>(
         }
         Step::MarkReady => {
             let patch = json!({"status": {"readyToUse": true, "error": null}});
-            writes::patch_status(api, &a.name_any(), &patch, "mark the BucketAccess ready").await?;
+            let action = "mark the BucketAccess ready";
+            writes::patch_status(api, &a.name_any(), &patch, action).await?;
             failpoint::hit("cosi-after-access-ready");
         }
         Step::MarkNotReady => {
             let patch = json!({"status": {"readyToUse": false}});
-            writes::patch_status(
-                api,
-                &a.name_any(),
-                &patch,
-                "mark the BucketAccess not ready",
-            )
-            .await?;
+            let action = "mark the BucketAccess not ready";
+            writes::patch_status(api, &a.name_any(), &patch, action).await?;
         }
         Step::DeleteSecret(name) => {
             writes::delete(&secrets, secret_of(o, &name)?, "delete an access Secret").await?;
             failpoint::hit("cosi-after-secret-deleted");
         }
         Step::ReleaseSecret(name) => {
-            writes::remove_finalizer(&secrets, secret_of(o, &name)?, "release an access Secret")
-                .await?;
+            let secret = secret_of(o, &name)?;
+            writes::remove_finalizer(&secrets, secret, "release an access Secret").await?;
         }
-        Step::Revoke => match ctx
-            .call(
-                &a.metadata,
-                "revoke_access",
-                ctx.provisioner.revoke_access(&revocation(a)),
-            )
-            .await
-        {
-            Ok(()) => {
-                failpoint::hit("cosi-after-revoke");
-                memory.revoked = true;
-            }
-            Err(e) => {
-                return Ok(Some(show::provisioner_halt(
-                    "the driver could not revoke access",
-                    &e,
-                )));
-            }
-        },
+        Step::Revoke => return Ok(revoke(ctx, a, memory).await.err()),
         Step::FinishCleanup => {
-            writes::annotate(
-                api,
-                a,
-                SIDECAR_CLEANUP_FINISHED_ANNOTATION,
-                "",
-                "hand the deletion back",
-            )
-            .await?;
+            let key = SIDECAR_CLEANUP_FINISHED_ANNOTATION;
+            writes::annotate(api, a, key, "", "hand the deletion back").await?;
             failpoint::hit("cosi-after-cleanup-finished");
         }
     }
     Ok(None)
+}
+
+/// `grant_access`; its answer is this pass's until the next grant.
+async fn grant<P: Provisioner>(
+    ctx: &CosiContext<P>,
+    a: &BucketAccess,
+    memory: &mut Memory,
+) -> Result<(), Halt> {
+    let req = access_request(a);
+    let call = ctx.provisioner.grant_access(&req);
+    let grant = ctx
+        .call(&a.metadata, "grant_access", call)
+        .await
+        .map_err(provisioner_halt("the driver could not grant access"))?;
+    failpoint::hit("cosi-after-grant");
+    memory.grant = Some(grant);
+    memory.written.clear();
+    Ok(())
+}
+
+/// `revoke_access` of the account and the buckets recorded.
+async fn revoke<P: Provisioner>(
+    ctx: &CosiContext<P>,
+    a: &BucketAccess,
+    memory: &mut Memory,
+) -> Result<(), Halt> {
+    let req = revocation(a);
+    let call = ctx.provisioner.revoke_access(&req);
+    ctx.call(&a.metadata, "revoke_access", call)
+        .await
+        .map_err(provisioner_halt("the driver could not revoke access"))?;
+    failpoint::hit("cosi-after-revoke");
+    memory.revoked = true;
+    Ok(())
+}
+
+fn secrets<P>(ctx: &CosiContext<P>, access: &BucketAccess) -> Api<Secret> {
+    Api::namespaced(ctx.client.clone(), &access.namespace().unwrap_or_default())
+}
+
+fn secret_of<'a>(o: &'a Observed, name: &str) -> Result<&'a Secret, Error> {
+    o.secrets
+        .iter()
+        .find(|(n, _)| n == name)
+        .and_then(|(_, s)| s.as_ref())
+        .ok_or(Error::MissingField("the access Secret"))
 }
 
 /// The empty Secret reserved before the grant: ours by its controller
@@ -309,7 +283,7 @@ fn revocation(a: &BucketAccess) -> AccessRevocation {
 
 /// The `stringData` of Secret `name`: its claim's bucket and this pass's
 /// credentials.
-fn secret_data(o: &Observed, name: &str) -> Option<std::collections::BTreeMap<String, String>> {
+fn secret_data(o: &Observed, name: &str) -> Option<BTreeMap<String, String>> {
     let a = &o.access;
     let grant = o.grant.as_ref()?;
     let status = a.status.as_ref()?;

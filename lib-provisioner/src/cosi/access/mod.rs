@@ -1,12 +1,14 @@
 //! BucketAccesses: the binding role checks one against its class and its
-//! claims and hands it to the driver ([`bind_plan`]); the driver role
-//! grants access and writes the Secrets ([`grant_plan`]); [`owner`] says
-//! which role a BucketAccess is with.
+//! claims and hands it to the driver ([`bind_plan`], [`bind_steps`]); the
+//! driver role grants access and writes the Secrets ([`grant_plan`],
+//! [`grant_steps`]); [`owner`] says which role a BucketAccess is with, and
+//! [`reconcile`] runs that role's round.
 
-pub(crate) mod bind_plan;
-pub(crate) mod grant_plan;
+mod bind_plan;
+mod bind_steps;
+mod grant_plan;
 mod grant_steps;
-pub(crate) mod owner;
+mod owner;
 #[cfg(test)]
 mod plan_tests;
-pub(crate) mod steps;
+pub(crate) mod reconcile;

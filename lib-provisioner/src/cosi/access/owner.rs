@@ -36,6 +36,27 @@ pub(crate) fn owner(access: &BucketAccess) -> Owner {
     }
 }
 
+/// [`owner`], except that a deleting BucketAccess `driver` holds goes back
+/// to the binding role only once this pass `revoked` it. The
+/// `sidecar-cleanup-finished` annotation that hands it back is the
+/// BucketAccess owner's to write as well: trusted alone, a tenant could set
+/// it before deleting and keep a store user with working keys. Revoking is
+/// idempotent, so a repeat after a crash costs one call.
+pub(crate) fn confirmed_owner(access: &BucketAccess, driver: &str, revoked: bool) -> Owner {
+    let handed_off = access
+        .status
+        .as_ref()
+        .is_some_and(|s| s.accessed_buckets.is_some() && s.driver_name.as_deref() == Some(driver));
+    match owner(access) {
+        Owner::Binding
+            if handed_off && access.metadata.deletion_timestamp.is_some() && !revoked =>
+        {
+            Owner::Driver(driver.to_owned())
+        }
+        o => o,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

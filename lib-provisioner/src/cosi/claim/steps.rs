@@ -1,5 +1,5 @@
-//! The BucketClaim pass: observe (from the API), plan, take one step,
-//! again, until done or halted; one function per step.
+//! The BucketClaim pass (binding role): its round for [`pass::run`]
+//! (observe from the API, plan, one step), and its steps, all writes.
 
 use std::sync::Arc;
 
@@ -14,9 +14,9 @@ use crate::core::provisioner::Provisioner;
 use crate::cosi::api::{
     BUCKETCLAIM_BEING_DELETED_ANNOTATION, Bucket, BucketAccess, BucketClaim, BucketClass,
 };
-use crate::cosi::context::{CosiContext, MAX_STEPS, REFUSED_RETRY, RESYNC};
+use crate::cosi::context::CosiContext;
 use crate::cosi::failpoint;
-use crate::cosi::plan::Next;
+use crate::cosi::pass::{self, Pass, Progress};
 use crate::cosi::show::{self, Halt};
 use crate::cosi::writes;
 
@@ -25,45 +25,40 @@ pub(crate) async fn reconcile<P: Provisioner>(
     claim: Arc<BucketClaim>,
     ctx: Arc<CosiContext<P>>,
 ) -> Result<Action, Error> {
-    ctx.runtime.caches_ready().await;
-    let ns = claim.namespace().ok_or(Error::MissingField("namespace"))?;
-    let claims: Api<BucketClaim> = Api::namespaced(ctx.client.clone(), &ns);
-    let key = crate::core::backoff::backoff_key(claim.as_ref());
-    for _ in 0..MAX_STEPS {
-        let Some(o) = observe(&ctx, &claims, &claim.name_any()).await? else {
-            return Ok(Action::await_change());
-        };
-        let halt = match plan::next_step(&o) {
-            Next::Done => {
-                ctx.backoff.reset(&key);
-                return Ok(Action::requeue(RESYNC));
-            }
-            Next::Wait(m) => Halt::Wait(m),
-            Next::Refuse(m) => Halt::Refuse(m),
-            Next::Step(step) => {
-                ctx.runtime.ensure_leading()?;
-                execute(&ctx, &claims, &o, step).await?;
-                continue;
-            }
-        };
-        show_halt(&ctx, &claims, &o.claim, &halt).await?;
-        return Ok(Action::requeue(if halt.is_refusal() {
-            REFUSED_RETRY
-        } else {
-            ctx.backoff.next(&key)
-        }));
-    }
-    Err(Error::NoConvergence(MAX_STEPS))
+    pass::run::<P, ClaimPass>(&claim, &ctx).await
 }
 
-async fn observe<P>(
-    ctx: &CosiContext<P>,
-    claims: &Api<BucketClaim>,
-    name: &str,
-) -> Result<Option<Observed>, Error> {
-    let Some(claim) = writes::get(claims, name, "read the BucketClaim").await? else {
-        return Ok(None);
-    };
+/// A BucketClaim's pass (its steps keep nothing between them).
+#[derive(Default)]
+struct ClaimPass;
+
+impl<P: Provisioner> Pass<P> for ClaimPass {
+    type Object = BucketClaim;
+    const READ: &'static str = "read the BucketClaim";
+    const SHOW: &'static str = "show the claim's error";
+
+    fn api(ctx: &CosiContext<P>, claim: &BucketClaim) -> Result<Api<BucketClaim>, Error> {
+        pass::namespaced(ctx, claim)
+    }
+
+    async fn round(
+        &mut self,
+        ctx: &CosiContext<P>,
+        claims: &Api<BucketClaim>,
+        current: &BucketClaim,
+    ) -> Result<Progress, Error> {
+        let o = observe(ctx, current.clone()).await?;
+        pass::take(ctx, plan::next_step(&o), |step| {
+            execute(ctx, claims, &o, step)
+        })
+        .await
+    }
+}
+
+/// The claim's Bucket, its class while it has no Bucket, and the
+/// BucketAccesses naming it (from the cache).
+async fn observe<P>(ctx: &CosiContext<P>, claim: BucketClaim) -> Result<Observed, Error> {
+    let name = claim.name_any();
     let buckets: Api<Bucket> = Api::all(ctx.client.clone());
     let bucket = match plan::bucket_name(&claim) {
         Some(b) => writes::get(&buckets, &b, "read the claim's Bucket").await?,
@@ -81,15 +76,15 @@ async fn observe<P>(
         .accesses
         .state()
         .iter()
-        .filter(|a| a.namespace().as_deref() == Some(&ns) && names_claim(a, name))
+        .filter(|a| a.namespace().as_deref() == Some(&ns) && names_claim(a, &name))
         .map(|a| a.name_any())
         .collect();
-    Ok(Some(Observed {
+    Ok(Observed {
         claim,
         bucket,
         class,
         accesses,
-    }))
+    })
 }
 
 fn names_claim(access: &BucketAccess, claim: &str) -> bool {
@@ -100,44 +95,13 @@ fn names_claim(access: &BucketAccess, claim: &str) -> bool {
         .any(|c| c.bucket_claim_name == claim)
 }
 
-async fn show_halt<P>(
-    ctx: &CosiContext<P>,
-    claims: &Api<BucketClaim>,
-    claim: &BucketClaim,
-    halt: &Halt,
-) -> Result<(), Error> {
-    let status = claim.status.as_ref();
-    let shown = (
-        status.and_then(|s| s.error.as_ref()),
-        status.map(|s| s.ready_to_use),
-    );
-    if !show::write_error(
-        claims,
-        &claim.name_any(),
-        shown,
-        halt.message(),
-        "show the claim's error",
-    )
-    .await?
-    {
-        return Ok(());
-    }
-    ctx.event(
-        &show::reference(claim),
-        halt.is_refusal(),
-        halt.reason(),
-        halt.message(),
-    )
-    .await;
-    Ok(())
-}
-
+/// Takes one step (all writes: it never halts).
 async fn execute<P>(
     ctx: &CosiContext<P>,
     claims: &Api<BucketClaim>,
     o: &Observed,
     step: Step,
-) -> Result<(), Error> {
+) -> Result<Option<Halt>, Error> {
     let buckets: Api<Bucket> = Api::all(ctx.client.clone());
     let claim = &o.claim;
     let bucket = || {
@@ -223,5 +187,5 @@ async fn execute<P>(
             failpoint::hit("cosi-after-claim-finalizer-removed");
         }
     }
-    Ok(())
+    Ok(None)
 }

@@ -1,0 +1,123 @@
+//! The binding role's steps for a BucketAccess: its claims marked
+//! referenced, the BucketAccess checked against its class and handed to its
+//! driver with the buckets of its claims; on deletion, its finalizer
+//! removed once the driver handed it back.
+
+use kube::ResourceExt;
+use kube::api::Api;
+use serde_json::json;
+
+use super::bind_plan::{self, ClaimSeen, Observed, Step};
+use crate::core::error::Error;
+use crate::cosi::api::{
+    Bucket, BucketAccess, BucketAccessClass, BucketClaim, HAS_BUCKETACCESS_REFERENCES_ANNOTATION,
+};
+use crate::cosi::claim::plan::bucket_name;
+use crate::cosi::context::CosiContext;
+use crate::cosi::failpoint;
+use crate::cosi::pass::{self, Progress};
+use crate::cosi::show::Halt;
+use crate::cosi::writes;
+
+/// Observes for the binding role, plans, and takes the step.
+pub(crate) async fn round<P>(
+    ctx: &CosiContext<P>,
+    api: &Api<BucketAccess>,
+    access: &BucketAccess,
+) -> Result<Progress, Error> {
+    let o = observe(ctx, access.clone()).await?;
+    pass::take(ctx, bind_plan::next_step(&o), |step| {
+        execute(ctx, api, &o, step)
+    })
+    .await
+}
+
+/// The class, and each named claim of the BucketAccess's own namespace
+/// with the Bucket its spec leads to (all from the API).
+async fn observe<P>(ctx: &CosiContext<P>, access: BucketAccess) -> Result<Observed, Error> {
+    let ns = access.namespace().unwrap_or_default();
+    let classes: Api<BucketAccessClass> = Api::all(ctx.client.clone());
+    let class = writes::get(
+        &classes,
+        &access.spec.bucket_access_class_name,
+        "read the BucketAccessClass",
+    )
+    .await?;
+    let claims_api: Api<BucketClaim> = Api::namespaced(ctx.client.clone(), &ns);
+    let buckets: Api<Bucket> = Api::all(ctx.client.clone());
+    let mut claims = Vec::new();
+    for entry in &access.spec.bucket_claims {
+        let name = entry.bucket_claim_name.clone();
+        let claim = writes::get(&claims_api, &name, "read a claim of the BucketAccess").await?;
+        let bucket = match claim.as_ref().and_then(bucket_name) {
+            Some(b) => writes::get(&buckets, &b, "read a claim's Bucket").await?,
+            None => None,
+        };
+        claims.push(ClaimSeen {
+            name,
+            claim,
+            bucket,
+        });
+    }
+    Ok(Observed {
+        access,
+        class,
+        claims,
+    })
+}
+
+/// Takes one step (all writes: it never halts).
+async fn execute<P>(
+    ctx: &CosiContext<P>,
+    api: &Api<BucketAccess>,
+    o: &Observed,
+    step: Step,
+) -> Result<Option<Halt>, Error> {
+    let a = &o.access;
+    match step {
+        Step::AddFinalizer => {
+            writes::add_finalizer(api, a, "add the BucketAccess's finalizer").await?
+        }
+        Step::AnnotateClaim(name) => {
+            let claims: Api<BucketClaim> =
+                Api::namespaced(ctx.client.clone(), &a.namespace().unwrap_or_default());
+            if let Some(claim) = o
+                .claims
+                .iter()
+                .find(|c| c.name == name)
+                .and_then(|c| c.claim.as_ref())
+            {
+                writes::annotate(
+                    &claims,
+                    claim,
+                    HAS_BUCKETACCESS_REFERENCES_ANNOTATION,
+                    "",
+                    "mark the claim referenced",
+                )
+                .await?;
+            }
+        }
+        Step::HandOff { buckets, class } => {
+            let patch = json!({"status": {
+                "readyToUse": false,
+                "accessedBuckets": buckets,
+                "driverName": class.spec.driver_name,
+                "authenticationType": class.spec.authentication_type,
+                "parameters": class.spec.parameters.clone().filter(|p| !p.is_empty()),
+                "error": null,
+            }});
+            writes::patch_status(
+                api,
+                &a.name_any(),
+                &patch,
+                "hand the BucketAccess to its driver",
+            )
+            .await?;
+            failpoint::hit("cosi-after-access-handed-off");
+        }
+        Step::RemoveFinalizer => {
+            writes::remove_finalizer(api, a, "remove the BucketAccess's finalizer").await?
+        }
+    }
+    Ok(None)
+}

@@ -1,0 +1,135 @@
+//! The pass every COSI reconcile runs: read the object, take one round
+//! (observe, plan, one step), again, until done, halted or held
+//! elsewhere; then say when to look again.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::ResourceExt;
+use kube::api::Api;
+use kube::runtime::controller::Action;
+
+use crate::core::backoff::backoff_key;
+use crate::core::error::Error;
+use crate::cosi::context::CosiContext;
+use crate::cosi::plan::Next;
+use crate::cosi::refusals::REFUSED_RETRY;
+use crate::cosi::show::{self, Halt, Shown};
+use crate::cosi::writes::{self, Object};
+
+/// Steps one pass may take; more is a bug.
+pub(crate) const MAX_STEPS: usize = 24;
+/// How often a settled object is looked at again without any event.
+pub(crate) const RESYNC: Duration = Duration::from_secs(600);
+
+/// What one round of a pass did.
+pub(crate) enum Progress {
+    /// Took a step: read and plan again.
+    Stepped,
+    /// Nothing left to do.
+    Done,
+    /// Stopped on a wait or a refusal, shown on the object.
+    Halted(Halt),
+    /// Another role or process holds the object: wait for a change.
+    Elsewhere,
+}
+
+/// One kind's pass, as [`run`] drives it; the value keeps what the pass
+/// learnt between its rounds.
+pub(crate) trait Pass<P>: Default {
+    /// The kind.
+    type Object: Object + Shown + Send + Sync;
+    /// The action of the read that starts each round.
+    const READ: &'static str;
+    /// The action of the status write that shows a halt.
+    const SHOW: &'static str;
+
+    /// Where `obj` is read, written and its halts shown.
+    fn api(ctx: &CosiContext<P>, obj: &Self::Object) -> Result<Api<Self::Object>, Error>;
+
+    /// One round on the object as just read.
+    fn round(
+        &mut self,
+        ctx: &CosiContext<P>,
+        api: &Api<Self::Object>,
+        current: &Self::Object,
+    ) -> impl Future<Output = Result<Progress, Error>> + Send;
+
+    /// Where a halt's Event goes, and its note: the object, by default.
+    fn event(current: &Self::Object, halt: &Halt) -> (ObjectReference, String) {
+        (show::reference(current), halt.message().to_owned())
+    }
+}
+
+/// Reconciles `obj` with pass `T`, once the caches are ready.
+pub(crate) async fn run<P, T: Pass<P>>(
+    obj: &T::Object,
+    ctx: &CosiContext<P>,
+) -> Result<Action, Error> {
+    ctx.runtime.caches_ready().await;
+    let api = T::api(ctx, obj)?;
+    let (name, key) = (obj.name_any(), backoff_key(obj));
+    let mut pass = T::default();
+    for _ in 0..MAX_STEPS {
+        let Some(current) = writes::get(&api, &name, T::READ).await? else {
+            return Ok(Action::await_change());
+        };
+        match pass.round(ctx, &api, &current).await? {
+            Progress::Stepped => {}
+            Progress::Done => {
+                ctx.backoff.reset(&key);
+                return Ok(Action::requeue(RESYNC));
+            }
+            Progress::Halted(halt) => {
+                let event = T::event(&current, &halt);
+                show::show_halt(ctx, &api, &current, &halt, T::SHOW, event).await?;
+                return Ok(Action::requeue(retry_after(ctx, &key, &halt)));
+            }
+            Progress::Elsewhere => return Ok(Action::await_change()),
+        }
+    }
+    Err(Error::NoConvergence(MAX_STEPS))
+}
+
+/// The end of a round: the step a plan picked, taken with `execute` while
+/// this process leads (a failed provisioner call halts); or, without a
+/// step, what the plan said.
+pub(crate) async fn take<P, S, F>(
+    ctx: &CosiContext<P>,
+    next: Next<S>,
+    execute: impl FnOnce(S) -> F,
+) -> Result<Progress, Error>
+where
+    F: Future<Output = Result<Option<Halt>, Error>>,
+{
+    let step = match next {
+        Next::Step(step) => step,
+        Next::Done => return Ok(Progress::Done),
+        Next::Wait(m) => return Ok(Progress::Halted(Halt::Wait(m))),
+        Next::Refuse(m) => return Ok(Progress::Halted(Halt::Refuse(m))),
+    };
+    ctx.runtime.ensure_leading()?;
+    Ok(match execute(step).await? {
+        Some(halt) => Progress::Halted(halt),
+        None => Progress::Stepped,
+    })
+}
+
+/// A namespaced kind's API in `obj`'s namespace.
+pub(crate) fn namespaced<P, K>(ctx: &CosiContext<P>, obj: &K) -> Result<Api<K>, Error>
+where
+    K: Object + kube::Resource<Scope = kube::core::NamespaceResourceScope>,
+{
+    let ns = obj.namespace().ok_or(Error::MissingField("namespace"))?;
+    Ok(Api::namespaced(ctx.client.clone(), &ns))
+}
+
+/// When to look at a halted object again: refusals slowly, waits with the
+/// object's backoff.
+fn retry_after<P>(ctx: &CosiContext<P>, key: &str, halt: &Halt) -> Duration {
+    if halt.is_refusal() {
+        REFUSED_RETRY
+    } else {
+        ctx.backoff.next(key)
+    }
+}
