@@ -8,6 +8,7 @@
 pub mod cosi;
 pub mod cosi_e2e;
 pub mod cosi_recording;
+pub mod layout;
 pub mod lease;
 pub mod node_chart;
 pub mod protogen;
