@@ -13,9 +13,10 @@ use anyhow::Result;
 use async_trait::async_trait;
 use lib_provisioner::cosi::grpc::proto::{
     self, AccessMode, AuthenticationType, DriverCreateBucketRequest, DriverDeleteBucketRequest,
-    DriverGetExistingBucketRequest, DriverGetInfoRequest, DriverGrantBucketAccessRequest,
-    DriverRevokeBucketAccessRequest, ObjectProtocol, access_mode, authentication_type,
-    driver_grant_bucket_access_request, driver_revoke_bucket_access_request, object_protocol,
+    DriverGetBucketRequest, DriverGetExistingBucketRequest, DriverGetInfoRequest,
+    DriverGrantBucketAccessRequest, DriverRevokeBucketAccessRequest, ObjectProtocol, access_mode,
+    authentication_type, driver_grant_bucket_access_request, driver_revoke_bucket_access_request,
+    object_protocol,
 };
 use lib_provisioner::cosi::grpc::{CosiDriver, DriverError, Protocol};
 use lib_provisioner::provisioner::{BucketInfo, StoreEndpoint};
@@ -311,6 +312,95 @@ async fn buckets_are_created_found_and_deleted_with_cosis_codes() -> Result<()> 
     driver.stop().await
 }
 
+/// `DriverGetBucket` (upstream's newer name) and `DriverGetExistingBucket`
+/// give the same answer to the same question: an id, the protocols asked
+/// for and the class parameters.
+async fn both_names(
+    client: &mut proto::provisioner_client::ProvisionerClient<tonic::transport::Channel>,
+    id: &str,
+    protocols: Vec<ObjectProtocol>,
+) -> (
+    Result<(String, Option<proto::ObjectProtocolAndBucketInfo>), (Code, String)>,
+    Result<(String, Option<proto::ObjectProtocolAndBucketInfo>), (Code, String)>,
+) {
+    let old = client
+        .driver_get_existing_bucket(DriverGetExistingBucketRequest {
+            existing_bucket_id: id.to_owned(),
+            protocols: protocols.clone(),
+            ..Default::default()
+        })
+        .await
+        .map(|r| r.into_inner())
+        .map(|r| (r.bucket_id, r.protocols))
+        .map_err(|s| (s.code(), s.message().to_owned()));
+    let new = client
+        .driver_get_bucket(DriverGetBucketRequest {
+            bucket_id: id.to_owned(),
+            protocols,
+            ..Default::default()
+        })
+        .await
+        .map(|r| r.into_inner())
+        .map(|r| (r.bucket_id, r.protocols))
+        .map_err(|s| (s.code(), s.message().to_owned()));
+    (old, new)
+}
+
+#[tokio::test]
+async fn get_bucket_answers_as_get_existing_bucket() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let memory = Arc::new(Memory::default());
+    let driver = Driver::start(memory.clone(), dir.path()).await?;
+    let mut client = driver.provisioner();
+    let azure = ObjectProtocol {
+        r#type: object_protocol::Type::Azure.into(),
+    };
+
+    // Missing: NOT_FOUND under both names (the sidecar retries).
+    let (old, new) = both_names(&mut client, "admins-bucket", vec![s3().unwrap()]).await;
+    assert_eq!(old.as_ref().unwrap_err().0, Code::NotFound, "{old:?}");
+    assert_eq!(new.as_ref().unwrap_err().0, Code::NotFound, "{new:?}");
+
+    // Refused before the provisioner: no id, a protocol not served.
+    for (id, protocols) in [("", vec![s3().unwrap()]), ("admins-bucket", vec![azure])] {
+        let (old, new) = both_names(&mut client, id, protocols).await;
+        assert_eq!(
+            old.as_ref().unwrap_err().0,
+            Code::InvalidArgument,
+            "{old:?}"
+        );
+        assert_eq!(
+            new.as_ref().unwrap_err().0,
+            Code::InvalidArgument,
+            "{new:?}"
+        );
+    }
+    let (_, new) = both_names(&mut client, "", vec![]).await;
+    assert!(
+        new.unwrap_err()
+            .1
+            .starts_with("DriverGetBucket names no bucket"),
+        "the refusal names the RPC that was called"
+    );
+
+    // Found: the same id and bucket info under both names.
+    memory
+        .admin_buckets
+        .lock()
+        .unwrap()
+        .push("admins-bucket".into());
+    let (old, new) = both_names(&mut client, "admins-bucket", vec![s3().unwrap()]).await;
+    let (id, info) = new.expect("found under the new name");
+    assert_eq!(id, "admins-bucket");
+    let s3_info = info.clone().unwrap().s3.unwrap();
+    assert_eq!(
+        (s3_info.bucket_id.as_str(), s3_info.endpoint.as_str()),
+        ("admins-bucket", "http://s3.memory:9000")
+    );
+    assert_eq!(old.expect("found under the old name"), (id, info));
+    driver.stop().await
+}
+
 /// A provisioner with nothing but the required methods refuses static
 /// buckets as not implemented (the sidecar gives up and says so).
 #[tokio::test]
@@ -343,6 +433,13 @@ async fn static_buckets_are_unimplemented_by_default() -> Result<()> {
             .driver_get_existing_bucket(request)
             .await,
     );
+    assert_eq!(code, Code::Unimplemented);
+    assert!(message.contains("existing bucket"), "{message}");
+    let request = DriverGetBucketRequest {
+        bucket_id: "admins-bucket".into(),
+        ..Default::default()
+    };
+    let (code, message) = refused(driver.provisioner().driver_get_bucket(request).await);
     assert_eq!(code, Code::Unimplemented);
     assert!(message.contains("existing bucket"), "{message}");
     driver.stop().await

@@ -1,6 +1,7 @@
-//! `DriverCreateBucket`, `DriverGetExistingBucket`, `DriverDeleteBucket`:
-//! onto [`Provisioner::create_bucket`], [`Provisioner::existing_bucket`]
-//! and [`Provisioner::delete`].
+//! `DriverCreateBucket`, `DriverGetExistingBucket` (and its newer name
+//! `DriverGetBucket`), `DriverDeleteBucket`: onto
+//! [`Provisioner::create_bucket`], [`Provisioner::existing_bucket`] and
+//! [`Provisioner::delete`].
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -8,7 +9,8 @@ use tonic::Status;
 
 use super::proto::{
     DriverCreateBucketRequest, DriverCreateBucketResponse, DriverDeleteBucketRequest,
-    DriverGetExistingBucketRequest, DriverGetExistingBucketResponse,
+    DriverGetBucketRequest, DriverGetBucketResponse, DriverGetExistingBucketRequest,
+    DriverGetExistingBucketResponse, ObjectProtocol, ObjectProtocolAndBucketInfo,
 };
 use super::protocol::{self, Protocol, s3_info};
 use super::status::{invalid, status_of, teardown_status_of};
@@ -55,20 +57,87 @@ pub(super) async fn existing<P: Provisioner>(
     served: &[Protocol],
     req: DriverGetExistingBucketRequest,
 ) -> Result<DriverGetExistingBucketResponse, Status> {
-    let id = req.existing_bucket_id;
-    if id.is_empty() {
-        return Err(invalid(
-            "DriverGetExistingBucket names no bucket: set the Bucket's existingBucketID to the bucket's name in the store",
-        ));
+    let found = look_up(p, served, "DriverGetExistingBucket", req.into()).await?;
+    Ok(DriverGetExistingBucketResponse {
+        bucket_id: found.id,
+        protocols: Some(found.info),
+    })
+}
+
+/// `DriverGetBucket`, upstream's newer name for `DriverGetExistingBucket`
+/// (`bucket_id` for `existing_bucket_id`): the same look-up, the same
+/// answers, so a sidecar of either side of the rename gets one behaviour.
+pub(super) async fn get<P: Provisioner>(
+    p: &P,
+    served: &[Protocol],
+    req: DriverGetBucketRequest,
+) -> Result<DriverGetBucketResponse, Status> {
+    let found = look_up(p, served, "DriverGetBucket", req.into()).await?;
+    Ok(DriverGetBucketResponse {
+        bucket_id: found.id,
+        protocols: Some(found.info),
+    })
+}
+
+/// What both names of the look-up ask.
+struct Asked {
+    id: String,
+    protocols: Vec<ObjectProtocol>,
+    parameters: HashMap<String, String>,
+}
+
+impl From<DriverGetExistingBucketRequest> for Asked {
+    fn from(r: DriverGetExistingBucketRequest) -> Self {
+        Self {
+            id: r.existing_bucket_id,
+            protocols: r.protocols,
+            parameters: r.parameters,
+        }
     }
-    protocol::requested(&req.protocols, served)?;
+}
+
+impl From<DriverGetBucketRequest> for Asked {
+    fn from(r: DriverGetBucketRequest) -> Self {
+        Self {
+            id: r.bucket_id,
+            protocols: r.protocols,
+            parameters: r.parameters,
+        }
+    }
+}
+
+/// A bucket found in the store: its id and what the sidecar records of it.
+struct Found {
+    id: String,
+    info: ObjectProtocolAndBucketInfo,
+}
+
+/// The bucket named `asked.id` in the store, which stays its id; `rpc`
+/// names the call in the refusal of an empty id.
+async fn look_up<P: Provisioner>(
+    p: &P,
+    served: &[Protocol],
+    rpc: &str,
+    asked: Asked,
+) -> Result<Found, Status> {
+    let Asked {
+        id,
+        protocols,
+        parameters,
+    } = asked;
+    if id.is_empty() {
+        return Err(invalid(format!(
+            "{rpc} names no bucket: set the Bucket's existingBucketID to the bucket's name in the store"
+        )));
+    }
+    protocol::requested(&protocols, served)?;
     let info = p
-        .existing_bucket(&bucket_request(&id, req.parameters))
+        .existing_bucket(&bucket_request(&id, parameters))
         .await
         .map_err(|e| status_of(&e))?;
-    Ok(DriverGetExistingBucketResponse {
-        protocols: Some(s3_info(&id, &info.endpoint)),
-        bucket_id: id,
+    Ok(Found {
+        info: s3_info(&id, &info.endpoint),
+        id,
     })
 }
 

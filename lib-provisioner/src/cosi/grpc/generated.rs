@@ -335,6 +335,28 @@ pub struct DriverGetExistingBucketResponse {
     #[prost(message, optional, tag = "2")]
     pub protocols: ::core::option::Option<ObjectProtocolAndBucketInfo>,
 }
+/// DriverGetExistingBucketRequest renamed: existing_bucket_id is bucket_id.
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct DriverGetBucketRequest {
+    #[prost(string, tag = "1")]
+    pub bucket_id: ::prost::alloc::string::String,
+    #[prost(message, repeated, tag = "2")]
+    pub protocols: ::prost::alloc::vec::Vec<ObjectProtocol>,
+    #[prost(map = "string, string", tag = "4")]
+    pub parameters: ::std::collections::HashMap<
+        ::prost::alloc::string::String,
+        ::prost::alloc::string::String,
+    >,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct DriverGetBucketResponse {
+    #[prost(string, tag = "1")]
+    pub bucket_id: ::prost::alloc::string::String,
+    #[prost(message, optional, tag = "2")]
+    pub protocols: ::core::option::Option<ObjectProtocolAndBucketInfo>,
+}
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct DriverDeleteBucketRequest {
@@ -875,6 +897,36 @@ pub mod provisioner_client {
                 );
             self.inner.unary(req, path, codec).await
         }
+        /// The same, under upstream's newer name (DriverGetExistingBucket renamed).
+        pub async fn driver_get_bucket(
+            &mut self,
+            request: impl tonic::IntoRequest<super::DriverGetBucketRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::DriverGetBucketResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/sigs.k8s.io.cosi.v1alpha2.Provisioner/DriverGetBucket",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(
+                    GrpcMethod::new(
+                        "sigs.k8s.io.cosi.v1alpha2.Provisioner",
+                        "DriverGetBucket",
+                    ),
+                );
+            self.inner.unary(req, path, codec).await
+        }
         /// Delete a bucket (gone already: OK).
         pub async fn driver_delete_bucket(
             &mut self,
@@ -994,6 +1046,14 @@ pub mod provisioner_server {
             request: tonic::Request<super::DriverGetExistingBucketRequest>,
         ) -> std::result::Result<
             tonic::Response<super::DriverGetExistingBucketResponse>,
+            tonic::Status,
+        >;
+        /// The same, under upstream's newer name (DriverGetExistingBucket renamed).
+        async fn driver_get_bucket(
+            &self,
+            request: tonic::Request<super::DriverGetBucketRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::DriverGetBucketResponse>,
             tonic::Status,
         >;
         /// Delete a bucket (gone already: OK).
@@ -1180,6 +1240,51 @@ pub mod provisioner_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = DriverGetExistingBucketSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/sigs.k8s.io.cosi.v1alpha2.Provisioner/DriverGetBucket" => {
+                    #[allow(non_camel_case_types)]
+                    struct DriverGetBucketSvc<T: Provisioner>(pub Arc<T>);
+                    impl<
+                        T: Provisioner,
+                    > tonic::server::UnaryService<super::DriverGetBucketRequest>
+                    for DriverGetBucketSvc<T> {
+                        type Response = super::DriverGetBucketResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::DriverGetBucketRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Provisioner>::driver_get_bucket(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = DriverGetBucketSvc(inner);
                         let codec = tonic_prost::ProstCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(

@@ -22,6 +22,7 @@
 //! | `DriverGetInfo` | — | the name and protocols given to [`CosiDriver::new`] |
 //! | `DriverCreateBucket` | [`create_bucket`](crate::core::provisioner::Provisioner::create_bucket) | `bucket_name` = `name` (the Bucket object's name, `bc-<BucketClaim UID>`), returned as the bucket id |
 //! | `DriverGetExistingBucket` | [`existing_bucket`](crate::core::provisioner::Provisioner::existing_bucket) | `bucket_name` = `existing_bucket_id`, returned as the bucket id |
+//! | `DriverGetBucket` (upstream's newer name for `DriverGetExistingBucket`) | [`existing_bucket`](crate::core::provisioner::Provisioner::existing_bucket) | `bucket_name` = `bucket_id`, returned as the bucket id; answers exactly as `DriverGetExistingBucket` |
 //! | `DriverDeleteBucket` | [`delete`](crate::core::provisioner::Provisioner::delete) | `bucket_name` = `bucket_id` |
 //! | `DriverGrantBucketAccess` | [`grant_access`](crate::core::provisioner::Provisioner::grant_access) | `account_name`, each `bucket_id` with its mode; the returned `account_id` goes back |
 //! | `DriverRevokeBucketAccess` | [`revoke_access`](crate::core::provisioner::Provisioner::revoke_access) | `account_id` and the bucket ids |
@@ -51,10 +52,22 @@
 //!
 //! # Version
 //!
-//! The API is COSI's at upstream commit `ee00c269` (March 2026). Later
-//! upstream changes are not served: `DriverGetExistingBucket` was renamed
-//! `DriverGetBucket` (with `existing_bucket_id` → `bucket_id`), and a
-//! pending change adds `DriverGenerateBucketId`.
+//! The API is COSI's at upstream commit `ee00c269` (March 2026), plus
+//! `DriverGetBucket`: upstream renamed `DriverGetExistingBucket` to it
+//! (PR #356, `existing_bucket_id` → `bucket_id`), and both names are served
+//! with the same behaviour, so a sidecar from before or after the rename
+//! finds its RPC. The new messages keep the old one's field numbers.
+//!
+//! Not served: `DriverGenerateBucketId`, an open upstream proposal
+//! (PR #384). Should it be merged as proposed, it maps with no provisioner
+//! call: the bucket id is the bucket's name in the store, which today is
+//! the Bucket object's name (`bc-<BucketClaim UID>`) that
+//! `DriverCreateBucket` receives as `name`; so `DriverGenerateBucketId`
+//! would check `name` and `protocols` as `DriverCreateBucket` does and
+//! return `name` as `bucket_id`, and `DriverCreateBucket`, then carrying
+//! `bucket_id` instead of `name`, would call `create_bucket` with
+//! `bucket_name` = `bucket_id`. Ids recorded before the change stay
+//! valid: they are the same strings.
 //!
 //! The messages and service traits in [`proto`] are generated from
 //! `proto/cosi.proto` and checked in (no protoc needed to build).

@@ -73,6 +73,16 @@ impl<P: Provisioner> provisioner_server::Provisioner for DriverService<P> {
         answer("DriverGetExistingBucket", &id, out)
     }
 
+    async fn driver_get_bucket(
+        &self,
+        req: Request<proto::DriverGetBucketRequest>,
+    ) -> Result<Response<proto::DriverGetBucketResponse>, Status> {
+        let req = req.into_inner();
+        let id = req.bucket_id.clone();
+        let out = buckets::get(&*self.provisioner, &self.protocols, req).await;
+        answer("DriverGetBucket", &id, out)
+    }
+
     async fn driver_delete_bucket(
         &self,
         req: Request<proto::DriverDeleteBucketRequest>,
