@@ -105,8 +105,10 @@ controllers watch every namespace. */}}
   resources: ["bucketclasses", "bucketaccessclasses"]
   verbs: ["get", "list", "watch"]
 # A BucketAccess's Secrets: created empty first, read, filled (patch), and
-# at revocation their finalizer removed (patch) and deleted; only those
-# the BucketAccess controls.
+# at revocation their finalizer removed (patch) and deleted. The rule
+# allows these verbs on every Secret (RBAC cannot select by owner or
+# label); the code acts only on those the BucketAccess controls
+# (docs/security.md, "COSI's Secret deletes").
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["get", "create", "patch", "delete"]
