@@ -122,7 +122,7 @@ impl WatchHealth {
         }
     }
 
-    /// Watch `name` delivered an event.
+    /// Watch `name` delivered something the apiserver sent.
     pub(crate) fn ok(&self, name: &str) {
         let recovered = self.lock().failing.remove(name).is_some();
         if recovered {
@@ -146,6 +146,11 @@ impl WatchHealth {
     /// Resolves when a watch works again after a failure.
     pub(crate) async fn reconnected(&self) {
         self.reconnected.notified().await;
+    }
+
+    /// How many watches are failing now.
+    pub(crate) fn failing(&self) -> usize {
+        self.lock().failing.len()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Watches> {

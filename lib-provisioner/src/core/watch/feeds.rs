@@ -49,11 +49,16 @@ pub(crate) fn without_errors<K>(r: &Result<K, watcher::Error>) -> futures::futur
 pub(crate) fn tracked<K>(
     health: &Arc<Health>,
     name: impl Into<String>,
-) -> impl FnMut(&Result<K, watcher::Error>) + Send + 'static {
+) -> impl FnMut(&Result<watcher::Event<K>, watcher::Error>) + Send + 'static {
     let health = health.clone();
     let name: String = name.into();
     health.watches.register(&name);
     move |event| match event {
+        // kube's watcher says `Init` before each attempt to list, so a list
+        // that keeps failing alternates `Init` and an error: taken as
+        // health, it announced a recovery at every retry and restarted the
+        // failure's clock (`/healthz` never saw the watches dead).
+        Ok(watcher::Event::Init) => {}
         Ok(_) => health.watches.ok(&name),
         Err(e) => {
             warn!(watch = %name, error = %e, "watch failed; retrying with backoff");
@@ -104,4 +109,73 @@ where
         Err(_) => std::task::Poll::Ready(None),
     })
     .boxed()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use futures::FutureExt;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::runtime::watcher::Event;
+
+    use super::*;
+
+    type Answer = Result<Event<ConfigMap>, watcher::Error>;
+
+    fn tracker(health: &Arc<Health>) -> impl FnMut(&Answer) {
+        tracked(health, "ConfigMap")
+    }
+
+    fn failure() -> Answer {
+        Err(watcher::Error::NoResourceVersion)
+    }
+
+    /// kube's watcher says `Init` before every attempt to list, so a list
+    /// that keeps failing (a TLS error) alternates `Init` and an error.
+    #[tokio::test]
+    async fn a_list_that_keeps_failing_is_never_back_and_fails_since_its_first_failure() {
+        let health = Arc::new(Health::new(Duration::from_secs(120)));
+        let mut track = tracker(&health);
+        let back = health.watches.reconnected();
+        tokio::pin!(back);
+        assert!(back.as_mut().now_or_never().is_none());
+
+        track(&failure());
+        std::thread::sleep(Duration::from_millis(50));
+        for _ in 0..24 {
+            track(&Ok(Event::Init));
+            track(&failure());
+        }
+        assert!(
+            back.as_mut().now_or_never().is_none(),
+            "a watch whose lists all failed is not back"
+        );
+        let dead = health.watches.dead_for().expect("every watch fails");
+        assert!(
+            dead >= Duration::from_millis(50),
+            "failing for {dead:?} only"
+        );
+
+        // The list answers: the watch is back.
+        track(&Ok(Event::Init));
+        track(&Ok(Event::InitDone));
+        assert!(back.as_mut().now_or_never().is_some(), "the watch is back");
+        assert_eq!(health.watches.dead_for(), None);
+    }
+
+    /// A watch that fails after its list comes back with the next event it
+    /// delivers (kube's watcher resumes the watch without a new list).
+    #[tokio::test]
+    async fn a_resumed_watch_is_back_with_its_next_event() {
+        let health = Arc::new(Health::new(Duration::from_secs(120)));
+        let mut track = tracker(&health);
+        track(&Ok(Event::InitDone));
+        track(&failure());
+        let back = health.watches.reconnected();
+        tokio::pin!(back);
+        assert!(back.as_mut().now_or_never().is_none());
+        track(&Ok(Event::Apply(ConfigMap::default())));
+        assert!(back.as_mut().now_or_never().is_some());
+    }
 }

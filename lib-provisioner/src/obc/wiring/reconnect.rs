@@ -38,9 +38,11 @@ pub(super) fn retry_after_reconnect<P: Provisioner>(
                     let _ = retry.send(ObjectRef::from_obj(claim.as_ref()));
                 }
             }
+            let still_failing = health.watches.failing();
             info!(
                 retried,
-                "the watches are back; waiting claims are retried now"
+                still_failing,
+                "a watch that had failed delivers events again; the waiting claims were retried"
             );
         }
     };
