@@ -56,7 +56,8 @@
 //! `DriverGetBucket`: upstream renamed `DriverGetExistingBucket` to it
 //! (PR #356, `existing_bucket_id` → `bucket_id`), and both names are served
 //! with the same behaviour, so a sidecar from before or after the rename
-//! finds its RPC. The new messages keep the old one's field numbers.
+//! finds its RPC. The new messages keep the old ones' field numbers
+//! (assumed: no upstream `cosi.proto` after the rename was readable).
 //!
 //! Not served: `DriverGenerateBucketId`, an open upstream proposal
 //! (PR #384). Should it be merged as proposed, it maps with no provisioner
