@@ -171,7 +171,9 @@ async fn watches_failing_tls_are_not_reported_back_until_they_are() -> Result<()
     let back = logs.lines(RECONNECT);
     controller.stop().await?;
 
-    println!("while broken: {while_broken:#?}\nin all: {back:#?}");
+    println!(
+        "while broken: /healthz {health_while_broken:?}, {while_broken:#?}\nin all: {back:#?}"
+    );
     ensure!(
         while_broken.is_empty(),
         "{} reconnect lines while every watch failed TLS",
