@@ -554,7 +554,7 @@ async fn serve_a_claim(
     let store = RustFs::start(env.dir()).await?;
     let endpoint = store.endpoint().trim_end_matches('/').to_owned();
     let admin = env.admin_client();
-    let port = free_port()?;
+    let port = obc_tests::testenv::free_port()?;
     let mut values = vec![
         "exampleStorageClass.enabled=true".to_owned(),
         format!("exampleStorageClass.endpoint={endpoint}"),
@@ -837,12 +837,6 @@ async fn serve_a_claim(
         }
     }
     Ok(())
-}
-
-fn free_port() -> Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
 }
 
 /// `deploy/example-bucketclaim.yaml` (a BucketClaim and a ReadWrite

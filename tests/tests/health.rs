@@ -17,13 +17,6 @@ use obc_tests::wait_for;
 const T: Duration = Duration::from_secs(45);
 const LIMIT: Duration = Duration::from_secs(3);
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port()
-}
-
 /// `/healthz`'s status and body.
 async fn healthz(port: u16) -> Option<(u16, String)> {
     let r = reqwest::get(format!("http://127.0.0.1:{port}/healthz"))
@@ -48,7 +41,7 @@ async fn healthz_fails_while_the_apiserver_is_down_for_longer_than_the_limit() {
     create_class_for(&client, "c", PROVISIONER, "Delete", &[])
         .await
         .expect("class");
-    let port = free_port();
+    let port = obc_tests::testenv::free_port().expect("free port");
     let controller = RunningController::start_with(
         client.clone(),
         ControllerBuilder::new(PROVISIONER, Recorder::default())
@@ -120,7 +113,7 @@ async fn a_namespace_the_controller_may_not_read_fails_neither_healthz_nor_the_o
         .service_account_client("obc-system", "sample-provisioner")
         .await
         .expect("sa client");
-    let port = free_port();
+    let port = obc_tests::testenv::free_port().expect("free port");
     let controller = RunningController::start_with(
         sa,
         ControllerBuilder::new(PROVISIONER, Recorder::default())

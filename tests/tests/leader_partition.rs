@@ -13,7 +13,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, ensure};
 use async_trait::async_trait;
-use kube::Client;
 use lib_provisioner::api::{ClaimPhase, ObjectBucketClaimSpec};
 use lib_provisioner::{
     BucketAccess, BucketRequest, ControllerBuilder, ProvisionError, Provisioner, RunError,
@@ -25,7 +24,6 @@ use obc_tests::recording::{
     PROVISIONER, Recorder, RunningController, create_claim, create_class, wait_phase,
 };
 use obc_tests::setup::start_with_crds;
-use obc_tests::testenv::client_from_kubeconfig;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -222,16 +220,6 @@ fn spec(bucket: &str) -> ObjectBucketClaimSpec {
     }
 }
 
-/// The admin kubeconfig of `env`, pointed at `server` instead.
-async fn client_via(env: &TestEnv, server: SocketAddr) -> Result<Client> {
-    let text = std::fs::read_to_string(env.kubeconfig_path())?;
-    let direct = env.apiserver_url();
-    ensure!(text.contains(&direct), "the kubeconfig names {direct}");
-    let path = env.dir().join("leader-via-proxy.kubeconfig");
-    std::fs::write(&path, text.replace(&direct, &format!("https://{server}")))?;
-    client_from_kubeconfig(&path).await
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_whose_apiserver_connection_hangs_stops_acting_before_the_standby_leads() {
     let env = start_with_crds()
@@ -256,7 +244,7 @@ async fn partitioned_leader(env: &TestEnv) -> Result<()> {
 
     // a leads through the proxy; b stands by on a direct connection.
     let a_calls = Spans::default();
-    let a_client = client_via(env, proxy.addr).await?;
+    let a_client = env.admin_client_via(proxy.addr, "leader-via-proxy").await?;
     let a = tokio::spawn(
         ControllerBuilder::new(PROVISIONER, a_calls.clone())
             .leader_election(LEASE_OF.election("a"))

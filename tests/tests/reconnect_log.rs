@@ -14,15 +14,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, ensure};
-use kube::Client;
 use lib_provisioner::ControllerBuilder;
 use lib_provisioner::api::{ClaimPhase, ObjectBucketClaimSpec};
-use obc_tests::TestEnv;
 use obc_tests::recording::{
     PROVISIONER, Recorder, RunningController, create_claim, create_class_for, wait_phase,
 };
 use obc_tests::setup::start_with_crds;
-use obc_tests::testenv::client_from_kubeconfig;
 use obc_tests::wait_for;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
@@ -98,23 +95,6 @@ async fn proxy(upstream: SocketAddr, broken: Arc<AtomicBool>) -> Result<SocketAd
     Ok(addr)
 }
 
-/// The admin kubeconfig of `env`, pointed at `server` instead.
-async fn client_via(env: &TestEnv, server: SocketAddr) -> Result<Client> {
-    let text = std::fs::read_to_string(env.kubeconfig_path())?;
-    let direct = env.apiserver_url();
-    ensure!(text.contains(&direct), "the kubeconfig names {direct}");
-    let path = env.dir().join("via-tls-breaking-proxy.kubeconfig");
-    std::fs::write(&path, text.replace(&direct, &format!("https://{server}")))?;
-    client_from_kubeconfig(&path).await
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port()
-}
-
 async fn healthz(port: u16) -> Option<u16> {
     let r = reqwest::get(format!("http://127.0.0.1:{port}/healthz"))
         .await
@@ -135,8 +115,11 @@ async fn watches_failing_tls_are_not_reported_back_until_they_are() -> Result<()
         .parse()
         .context("the apiserver's address")?;
     let broken = Arc::new(AtomicBool::new(true));
-    let via = client_via(&env, proxy(upstream, broken.clone()).await?).await?;
-    let port = free_port();
+    let proxied = proxy(upstream, broken.clone()).await?;
+    let via = env
+        .admin_client_via(proxied, "via-tls-breaking-proxy")
+        .await?;
+    let port = obc_tests::testenv::free_port().expect("free port");
     let controller = RunningController::start_with(
         via,
         ControllerBuilder::new(PROVISIONER, Recorder::default())

@@ -57,7 +57,8 @@ pub use controller_manager::{
     CONTROLLER_MANAGER_KUBECONFIG, CONTROLLER_MANAGER_USER, CONTROLLERS, ControllerManagerTimings,
 };
 pub use identities::client_from_kubeconfig;
-pub(crate) use process::{Proc, free_port, random_string, with_port_retries};
+pub use process::free_port;
+pub(crate) use process::{Proc, random_string, with_port_retries};
 pub use s3::s3_client_for;
 
 use apiserver::start_apiserver;
@@ -401,6 +402,22 @@ impl TestEnv {
     /// `https://127.0.0.1:<port>`.
     pub fn apiserver_url(&self) -> String {
         format!("https://127.0.0.1:{}", self.apiserver_port)
+    }
+
+    /// An admin client that reaches the apiserver through `server` (a proxy
+    /// a test controls), from the admin kubeconfig pointed there; the
+    /// kubeconfig is kept as `<name>.kubeconfig` in [`dir`](Self::dir).
+    pub async fn admin_client_via(
+        &self,
+        server: std::net::SocketAddr,
+        name: &str,
+    ) -> Result<Client> {
+        let text = std::fs::read_to_string(&self.kubeconfig_path)?;
+        let direct = self.apiserver_url();
+        anyhow::ensure!(text.contains(&direct), "the kubeconfig names {direct}");
+        let path = self.dir().join(format!("{name}.kubeconfig"));
+        std::fs::write(&path, text.replace(&direct, &format!("https://{server}")))?;
+        identities::client_from_kubeconfig(&path).await
     }
 
     /// PEM of the CA that signed the apiserver's serving certificate.

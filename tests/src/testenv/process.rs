@@ -29,7 +29,7 @@ pub(crate) fn random_string(len: usize) -> String {
 }
 
 /// A port that was free on 127.0.0.1 a moment ago.
-pub(crate) fn free_port() -> Result<u16> {
+pub fn free_port() -> Result<u16> {
     let listener = TcpListener::bind(("127.0.0.1", 0)).context("binding 127.0.0.1:0")?;
     Ok(listener.local_addr()?.port())
 }
