@@ -675,3 +675,30 @@ async fn refusals_are_shown_on_the_users_objects() {
     );
     controller.stop().await.expect("controller stops");
 }
+
+/// Issue 36, item 2: the Buckets the library creates carry no CRD-only
+/// annotation (upstream's carry none).
+#[tokio::test(flavor = "multi_thread")]
+async fn created_buckets_carry_no_crd_annotation() {
+    let (env, client) = setup().await;
+    let ns = "cosi-annotations";
+    env.ensure_namespace(ns).await.expect("namespace");
+    let recorder = CosiRecorder::new();
+    let controller = start(&client, &recorder);
+    bucket_class(&client, "gold", BucketDeletionPolicy::Delete).await;
+    let photos = claim(&client, ns, "photos", dynamic("gold")).await;
+    wait_claim_ready(&client, ns, "photos").await;
+    let name = format!("bc-{}", photos.uid().expect("uid"));
+    let bucket = Api::<Bucket>::all(client.clone())
+        .get(&name)
+        .await
+        .expect("the claim's Bucket");
+    assert!(
+        !bucket
+            .annotations()
+            .contains_key(API_APPROVED_ANNOTATION.0),
+        "{:?}",
+        bucket.annotations()
+    );
+    controller.stop().await.expect("controller stops");
+}

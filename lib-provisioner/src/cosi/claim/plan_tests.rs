@@ -244,3 +244,12 @@ fn deleting_a_static_claim_leaves_a_bucket_it_never_bound() {
         Next::Step(Step::RemoveFinalizer)
     );
 }
+
+/// Issue 36, item 2: the Bucket made for a claim carries no CRD-only
+/// annotation.
+#[test]
+fn a_new_bucket_has_no_annotations() {
+    let c = prepared(true);
+    let b = super::plan::new_bucket(&c, &class(BucketDeletionPolicy::Delete), "bc-x");
+    assert_eq!(b.metadata.annotations, None);
+}
