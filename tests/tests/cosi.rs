@@ -277,7 +277,8 @@ async fn claims_get_ready_buckets_and_deletion_follows_the_policy() {
     );
     assert_eq!(creates(&recorder), 1, "a static Bucket is never created");
 
-    // A claim naming a static Bucket reserved for another claim is refused.
+    // A claim naming a static Bucket reserved for another claim is refused,
+    // without naming that claim.
     claim(
         &client,
         ns,
@@ -294,15 +295,20 @@ async fn claims_get_ready_buckets_and_deletion_follows_the_policy() {
         Ok(c.status
             .and_then(|s| s.error)
             .and_then(|e| e.message)
-            .filter(|m| m.contains("reserved for claim cosi-claims/legacy")))
+            .filter(|m| m.contains("Bucket legacy-1 is not available to this claim")))
     })
     .await
     .expect("refused");
+    let events = events_for(&client, ns, "thief").await;
     assert!(
-        events_for(&client, ns, "thief")
-            .await
+        events
             .iter()
-            .any(|(r, n)| r == "Refused" && n.contains("reserved for claim"))
+            .any(|(r, n)| r == "Refused" && n.contains("not available to this claim")),
+        "{events:?}"
+    );
+    assert!(
+        !events.iter().any(|(_, n)| n.contains("cosi-claims/legacy")),
+        "the other claim is not named: {events:?}"
     );
 
     // Delete: the bucket is deleted, then the Bucket and the claim go.

@@ -170,13 +170,12 @@ fn binding_refusal(claim: &BucketClaim, bucket: &Bucket) -> Option<String> {
     let name = bucket.name_any();
     if r.name != claim.name_any() || Some(&r.namespace) != claim.namespace().as_ref() {
         return Some(format!(
-            "Bucket {name} is reserved for claim {}/{}, not this one: name another Bucket, or ask an administrator to reserve this one for this claim",
-            r.namespace, r.name
+            "Bucket {name} is not available to this claim: name another Bucket, or ask an administrator for one"
         ));
     }
     match (&r.uid, claim.uid()) {
         (Some(bound), Some(uid)) if *bound != uid => Some(format!(
-            "Bucket {name} is bound to an earlier claim of this name (UID {bound}): a Bucket is never bound again; ask an administrator for another Bucket"
+            "Bucket {name} was bound to an earlier claim of this name: a Bucket is never bound again; ask an administrator for another Bucket"
         )),
         _ => None,
     }
