@@ -708,3 +708,90 @@ async fn created_buckets_carry_no_crd_annotation() {
     );
     controller.stop().await.expect("controller stops");
 }
+
+/// A Bucket reserved by name and UID for `claim` of `ns` (no such claim
+/// needed), provisioned by this driver as a dynamic Bucket.
+fn bucket_for(name: &str, ns: &str, claim: &str, uid: &str) -> Bucket {
+    let spec = BucketSpec {
+        driver_name: DRIVER.into(),
+        deletion_policy: BucketDeletionPolicy::Delete,
+        parameters: None,
+        protocols: Some(vec![ObjectProtocol::S3]),
+        bucket_claim_ref: BucketClaimReference {
+            name: claim.into(),
+            namespace: ns.into(),
+            uid: Some(uid.into()),
+        },
+        existing_bucket_id: None,
+    };
+    let mut b = Bucket::new(name, spec);
+    b.metadata.annotations = None;
+    b
+}
+
+async fn wait_bucket(client: &Client, name: &str, what: &str, f: impl Fn(&Bucket) -> bool) {
+    let api = Api::<Bucket>::all(client.clone());
+    wait_for(T, format!("Bucket {name}: {what}"), || async {
+        Ok(api.get_opt(name).await?.filter(&f))
+    })
+    .await
+    .expect(what);
+}
+
+/// Issue 36, item 1: with upstream's controller binding, a Bucket whose
+/// claim is gone (or re-created under another UID) is deleted by its
+/// policy; one whose bound claim exists is still refused.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_bucket_whose_claim_is_gone_can_be_deleted() {
+    let (env, client) = setup().await;
+    let ns = "cosi-orphans";
+    env.ensure_namespace(ns).await.expect("namespace");
+    let recorder = CosiRecorder::new();
+    let options = CosiOptions::new(DRIVER)
+        .expect("driver name")
+        .without_binding();
+    let controller = RunningController::start_with(
+        client.clone(),
+        ControllerBuilder::new(PROVISIONER, recorder.clone()).cosi(options),
+    );
+    let buckets = Api::<Bucket>::all(client.clone());
+    // The bound claim exists: refused.
+    let live = claim(&client, ns, "live", dynamic("gold")).await;
+    let live_uid = live.uid().expect("uid");
+    // A claim of the same name, another UID: not the bound claim.
+    claim(&client, ns, "renamed", dynamic("gold")).await;
+    let cases = [
+        ("orphan", "photos", "9c5d1a43-6a0e-4c43-9f6c-2f1a7e6b3c01"),
+        ("recreated", "renamed", "9c5d1a43-6a0e-4c43-9f6c-2f1a7e6b3c02"),
+        ("held", "live", live_uid.as_str()),
+    ];
+    for (name, claim_name, uid) in cases {
+        let b = bucket_for(name, ns, claim_name, uid);
+        buckets
+            .create(&PostParams::default(), &b)
+            .await
+            .expect("Bucket");
+        wait_bucket(&client, name, "provisioned", |b| {
+            b.status.as_ref().is_some_and(|s| s.ready_to_use)
+        })
+        .await;
+        buckets
+            .delete(name, &DeleteParams::default())
+            .await
+            .expect("delete Bucket");
+    }
+    for gone in ["orphan", "recreated"] {
+        wait_gone(&buckets, gone, T).await.expect("Bucket gone");
+        assert!(recorder.calls().contains(&CosiCall::Delete(gone.into())));
+    }
+    wait_bucket(&client, "held", "refused while its claim exists", |b| {
+        b.status
+            .as_ref()
+            .and_then(|s| s.error.as_ref())
+            .and_then(|e| e.message.as_deref())
+            .is_some_and(|m| m.contains("still bound to BucketClaim"))
+    })
+    .await;
+    assert!(!recorder.calls().contains(&CosiCall::Delete("held".into())));
+    controller.stop().await.expect("controller stops");
+}

@@ -57,10 +57,12 @@ impl<P: Provisioner> Pass<P> for BucketPass {
         api: &Api<Bucket>,
         current: &Bucket,
     ) -> Result<Progress, Error> {
+        let claim_gone = plan::reads_claim(current) && claim_gone(ctx, current).await?;
         let o = Observed {
             bucket: current.clone(),
             found: self.found.clone(),
             deleted: self.deleted,
+            claim_gone,
         };
         pass::take(ctx, plan::next_step(&o), |step| {
             self.execute(ctx, api, &o, step)
@@ -164,6 +166,17 @@ impl BucketPass {
         self.deleted = true;
         Ok(())
     }
+}
+
+/// Whether the claim the Bucket is bound to is gone: no claim of that
+/// namespace and name, or one of another UID (a new claim of the same
+/// name is not the bound one). Read from the API by name, never from
+/// anything the tenant writes on the Bucket's behalf.
+async fn claim_gone<P>(ctx: &CosiContext<P>, b: &Bucket) -> Result<bool, Error> {
+    let r = &b.spec.bucket_claim_ref;
+    let claims: Api<BucketClaim> = Api::namespaced(ctx.client.clone(), &r.namespace);
+    let claim = writes::get(&claims, &r.name, "read the Bucket's claim").await?;
+    Ok(claim.is_none_or(|c| c.metadata.uid != r.uid))
 }
 
 /// Records the bucket found in this pass: ready, with its info.
