@@ -795,3 +795,115 @@ async fn a_bucket_whose_claim_is_gone_can_be_deleted() {
     assert!(!recorder.calls().contains(&CosiCall::Delete("held".into())));
     controller.stop().await.expect("controller stops");
 }
+
+/// A recorder whose buckets are "not empty" (delete refused, permanent)
+/// until [`Self::empty`].
+#[derive(Clone)]
+struct NotEmpty {
+    inner: CosiRecorder,
+    full: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    refused: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl NotEmpty {
+    fn empty(&self) {
+        self.full.store(false, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[async_trait::async_trait]
+impl lib_provisioner::Provisioner for NotEmpty {
+    async fn provision(
+        &self,
+        r: &lib_provisioner::BucketRequest,
+    ) -> Result<lib_provisioner::BucketAccess, lib_provisioner::ProvisionError> {
+        self.inner.provision(r).await
+    }
+    async fn grant(
+        &self,
+        r: &lib_provisioner::BucketRequest,
+    ) -> Result<lib_provisioner::BucketAccess, lib_provisioner::ProvisionError> {
+        self.inner.grant(r).await
+    }
+    async fn revoke(
+        &self,
+        r: &lib_provisioner::TeardownRequest,
+    ) -> Result<(), lib_provisioner::ProvisionError> {
+        self.inner.revoke(r).await
+    }
+    async fn delete(
+        &self,
+        r: &lib_provisioner::TeardownRequest,
+    ) -> Result<(), lib_provisioner::ProvisionError> {
+        if self.full.load(std::sync::atomic::Ordering::SeqCst) {
+            self.refused
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            return Err(lib_provisioner::ProvisionError::permanent(format!(
+                "bucket {} is not empty: empty it",
+                r.bucket_name
+            )));
+        }
+        self.inner.delete(r).await
+    }
+    async fn create_bucket(
+        &self,
+        r: &lib_provisioner::BucketRequest,
+    ) -> Result<lib_provisioner::provisioner::BucketInfo, lib_provisioner::ProvisionError> {
+        self.inner.create_bucket(r).await
+    }
+}
+
+/// Issue 36, item 5: a claim whose bucket was not empty goes soon after
+/// the bucket is emptied (a short capped backoff for that refusal), and
+/// the refused delete is not asked in a hot loop meanwhile.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_claim_goes_soon_after_its_bucket_is_emptied() {
+    let (env, client) = setup().await;
+    let ns = "cosi-not-empty";
+    env.ensure_namespace(ns).await.expect("namespace");
+    let provisioner = NotEmpty {
+        inner: CosiRecorder::new(),
+        full: std::sync::Arc::new(true.into()),
+        refused: Default::default(),
+    };
+    let options = CosiOptions::new(DRIVER).expect("driver name");
+    let controller = RunningController::start_with(
+        client.clone(),
+        ControllerBuilder::new(PROVISIONER, provisioner.clone()).cosi(options),
+    );
+    bucket_class(&client, "gold", BucketDeletionPolicy::Delete).await;
+    let photos = claim(&client, ns, "photos", dynamic("gold")).await;
+    wait_claim_ready(&client, ns, "photos").await;
+    let bucket = format!("bc-{}", photos.uid().expect("uid"));
+    let claims = Api::<BucketClaim>::namespaced(client.clone(), ns);
+    claims
+        .delete("photos", &DeleteParams::default())
+        .await
+        .expect("delete claim");
+    wait_bucket(&client, &bucket, "delete refused", |b| {
+        b.status
+            .as_ref()
+            .and_then(|s| s.error.as_ref())
+            .and_then(|e| e.message.as_deref())
+            .is_some_and(|m| m.contains("is not empty"))
+    })
+    .await;
+    // Refusals keep coming (a short backoff), though not in a hot loop.
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    let refused = provisioner
+        .refused
+        .load(std::sync::atomic::Ordering::SeqCst);
+    assert!(
+        (2..=6).contains(&refused),
+        "the refused delete is asked again a few times: {refused}"
+    );
+    provisioner.empty();
+    let emptied = std::time::Instant::now();
+    let buckets = Api::<Bucket>::all(client.clone());
+    wait_gone(&claims, "photos", Duration::from_secs(70))
+        .await
+        .expect("the claim goes within 70 s of the bucket being emptied");
+    wait_gone(&buckets, &bucket, T).await.expect("Bucket gone");
+    eprintln!("gone {:?} after the bucket was emptied", emptied.elapsed());
+    controller.stop().await.expect("controller stops");
+}

@@ -151,7 +151,9 @@ impl BucketPass {
         Ok(())
     }
 
-    /// `delete` of the bucket in the store.
+    /// `delete` of the bucket in the store. A refusal is hastened: what
+    /// refuses a deletion (a bucket not empty) is fixed in the store, and
+    /// no event says when.
     async fn delete<P: Provisioner>(
         &mut self,
         ctx: &CosiContext<P>,
@@ -159,9 +161,11 @@ impl BucketPass {
     ) -> Result<(), Halt> {
         let req = teardown(b);
         let call = ctx.provisioner.delete(&req);
-        ctx.call(&b.metadata, "delete", call)
-            .await
-            .map_err(provisioner_halt("the driver could not delete the bucket"))?;
+        let result = ctx.call(&b.metadata, "delete", call).await;
+        if result.as_ref().is_err_and(|e| !e.is_retryable()) {
+            ctx.refusals.hasten(&b.metadata);
+        }
+        result.map_err(provisioner_halt("the driver could not delete the bucket"))?;
         failpoint::hit("cosi-after-bucket-deleted");
         self.deleted = true;
         Ok(())
