@@ -700,9 +700,7 @@ async fn created_buckets_carry_no_crd_annotation() {
         .await
         .expect("the claim's Bucket");
     assert!(
-        !bucket
-            .annotations()
-            .contains_key(API_APPROVED_ANNOTATION.0),
+        !bucket.annotations().contains_key(API_APPROVED_ANNOTATION.0),
         "{:?}",
         bucket.annotations()
     );
@@ -762,7 +760,11 @@ async fn a_bucket_whose_claim_is_gone_can_be_deleted() {
     claim(&client, ns, "renamed", dynamic("gold")).await;
     let cases = [
         ("orphan", "photos", "9c5d1a43-6a0e-4c43-9f6c-2f1a7e6b3c01"),
-        ("recreated", "renamed", "9c5d1a43-6a0e-4c43-9f6c-2f1a7e6b3c02"),
+        (
+            "recreated",
+            "renamed",
+            "9c5d1a43-6a0e-4c43-9f6c-2f1a7e6b3c02",
+        ),
         ("held", "live", live_uid.as_str()),
     ];
     for (name, claim_name, uid) in cases {

@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::{Resource, ResourceExt};
 use kube::api::Api;
 use kube::runtime::controller::Action;
+use kube::{Resource, ResourceExt};
 
 use crate::core::backoff::backoff_key;
 use crate::core::error::Error;

@@ -129,7 +129,8 @@ fn a_bucket_whose_claim_is_gone_is_deleted_by_its_policy() {
     let orphan = deleting(recorded(bucket(None, Some(UID))));
     assert!(super::plan::reads_claim(&orphan));
     assert!(!super::plan::reads_claim(&released(orphan.clone())));
-    assert!(!super::plan::reads_claim(&recorded(bucket(None, Some(UID)))));
+    let live = recorded(bucket(None, Some(UID)));
+    assert!(!super::plan::reads_claim(&live));
     let gone = Observed {
         claim_gone: true,
         ..o(orphan.clone())
