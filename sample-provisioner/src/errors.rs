@@ -209,7 +209,7 @@ impl fmt::Display for StoreFailure {
                 } else if self.is_access_denied() {
                     write!(
                         f,
-                        "; check that the admin Secret named by the StorageClass holds valid credentials allowed to manage buckets"
+                        "; check that the admin Secret named by the class (the StorageClass, or COSI's BucketClass) holds valid credentials allowed to manage buckets"
                     )
                 } else {
                     Ok(())

@@ -110,21 +110,57 @@ impl fmt::Display for SecretRef {
     }
 }
 
+/// The class a request's parameters come from, named as its user knows
+/// it, so that a message speaks the API the request came from. The
+/// library names the StorageClass in every ObjectBucketClaim's request and
+/// none in a COSI Bucket's (a Bucket records no class: its parameters were
+/// copied from its BucketClass); a COSI access request names its
+/// BucketAccessClass (the gRPC driver: none).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClassName<'a> {
+    /// `BucketRequest::storage_class_name` / `TeardownRequest`'s: a
+    /// StorageClass, or empty for COSI's BucketClass.
+    Bucket(&'a str),
+    /// `AccessRequest::class_name` / `AccessRevocation`'s.
+    Access(&'a str),
+}
+
+impl ClassName<'_> {
+    /// Whether the request came from COSI.
+    pub fn is_cosi(&self) -> bool {
+        !matches!(self, Self::Bucket(name) if !name.is_empty())
+    }
+}
+
+impl fmt::Display for ClassName<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Bucket("") => f.write_str("the BucketClass"),
+            Self::Bucket(name) => write!(f, "StorageClass {name:?}"),
+            Self::Access("") => f.write_str("the BucketAccessClass"),
+            Self::Access(name) => write!(f, "BucketAccessClass {name:?}"),
+        }
+    }
+}
+
 impl ClassParams {
-    /// Parses a StorageClass's `parameters`. Every error is permanent and
-    /// names the parameter and how to fix it.
+    /// Parses a StorageClass's `parameters` (COSI's BucketClass when
+    /// `class` is empty). Every error is permanent and names the parameter
+    /// and how to fix it.
     pub fn parse(
         class: &str,
         parameters: &BTreeMap<String, String>,
     ) -> Result<Self, ProvisionError> {
-        parse(parameters).map_err(|problem| {
-            // No class name: a COSI gRPC call, which names no class.
-            let class = match class {
-                "" => "the class's parameters".to_owned(),
-                named => format!("StorageClass {named:?}"),
-            };
-            ProvisionError::permanent(format!("{class}: {problem}"))
-        })
+        Self::parse_for(ClassName::Bucket(class), parameters)
+    }
+
+    /// Parses the `parameters` of `class`, as [`parse`](Self::parse).
+    pub fn parse_for(
+        class: ClassName<'_>,
+        parameters: &BTreeMap<String, String>,
+    ) -> Result<Self, ProvisionError> {
+        parse(parameters)
+            .map_err(|problem| ProvisionError::permanent(format!("{class}: {problem}")))
     }
 }
 
@@ -153,14 +189,14 @@ fn parse(parameters: &BTreeMap<String, String>) -> Result<ClassParams, String> {
 fn check_keys(parameters: &BTreeMap<String, String>) -> Result<(), String> {
     if parameters.is_empty() {
         return Err(format!(
-            "has no parameters (it may have been deleted): it needs at least {ENDPOINT}, {ADMIN_SECRET_NAME} and {ADMIN_SECRET_NAMESPACE}; recreate the StorageClass with the parameters it had"
+            "has no parameters (it may have been deleted): it needs at least {ENDPOINT}, {ADMIN_SECRET_NAME} and {ADMIN_SECRET_NAMESPACE}; recreate the class with the parameters it had"
         ));
     }
     for key in parameters.keys() {
         // A known parameter is never one (credentialsMode names a mode).
         if !KNOWN.contains(&key.as_str()) && looks_like_inline_credential(key) {
             return Err(format!(
-                "parameter {key} looks like an inline credential, which this provisioner refuses (StorageClasses are readable cluster-wide): remove it, store AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in a Secret and name it with {ADMIN_SECRET_NAME} and {ADMIN_SECRET_NAMESPACE}"
+                "parameter {key} looks like an inline credential, which this provisioner refuses (classes are readable cluster-wide): remove it, store AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in a Secret and name it with {ADMIN_SECRET_NAME} and {ADMIN_SECRET_NAMESPACE}"
             ));
         }
     }

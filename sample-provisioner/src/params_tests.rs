@@ -194,3 +194,36 @@ fn region_is_checked() {
 fn empty_parameters_say_the_class_may_be_gone() {
     assert!(err(&[]).contains("no parameters"));
 }
+
+/// Issue 36: a COSI Bucket's request names no StorageClass (its
+/// parameters came from a BucketClass), and its errors say so.
+#[test]
+fn a_cosi_buckets_parameter_errors_name_no_storage_class() {
+    let problems = [
+        ClassParams::parse("", &params(&[])).expect_err("no parameters"),
+        ClassParams::parse("", &params(&[("AWS_SECRET_ACCESS_KEY", "x")])).expect_err("inline"),
+        ClassParams::parse("", &params(&with(&[(REGION, "eu west")]))).expect_err("region"),
+    ];
+    for e in problems.map(|e| e.to_string()) {
+        assert!(!e.contains("StorageClass"), "{e}");
+        assert!(e.starts_with("the BucketClass: "), "{e}");
+    }
+}
+
+#[test]
+fn a_class_is_named_as_its_api_names_it() {
+    assert_eq!(ClassName::Bucket("s3").to_string(), "StorageClass \"s3\"");
+    assert_eq!(ClassName::Bucket("").to_string(), "the BucketClass");
+    assert_eq!(
+        ClassName::Access("keys").to_string(),
+        "BucketAccessClass \"keys\""
+    );
+    assert_eq!(ClassName::Access("").to_string(), "the BucketAccessClass");
+    assert!(!ClassName::Bucket("s3").is_cosi());
+    assert!(ClassName::Bucket("").is_cosi() && ClassName::Access("keys").is_cosi());
+    let e = ClassParams::parse_for(ClassName::Access("keys"), &params(&[])).expect_err("empty");
+    assert!(
+        e.to_string().starts_with("BucketAccessClass \"keys\": "),
+        "{e}"
+    );
+}

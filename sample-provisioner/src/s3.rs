@@ -26,8 +26,10 @@ use crate::credentials::{
 };
 use crate::intents::KubeIntents;
 use crate::ownership::Owner;
-use crate::params::{ClassParams, Ownership, SecretRef};
-use crate::store::{Creation, DEFAULT_STATE_BUCKET, Deletion, Store, reserved};
+use crate::params::{ClassName, ClassParams, Ownership, SecretRef};
+use crate::store::{
+    Creation, DEFAULT_STATE_BUCKET, Deletion, Store, is_not_empty, not_empty_cosi, reserved,
+};
 
 /// Where intent ConfigMaps go unless configured: the namespace `deploy/`
 /// installs the provisioner in.
@@ -120,13 +122,15 @@ impl S3Provisioner {
         self
     }
 
+    /// The class's parameters checked, its admin credentials, its store;
+    /// `class` names the class in messages.
     async fn resolve(
         &self,
-        class: &str,
+        class: ClassName<'_>,
         parameters: &BTreeMap<String, String>,
     ) -> Result<Resolved, ProvisionError> {
-        let params = ClassParams::parse(class, parameters)?;
-        let credentials = self.admin_credentials(&params.admin_secret).await?;
+        let params = ClassParams::parse_for(class, parameters)?;
+        let credentials = self.admin_credentials(&params.admin_secret, class).await?;
         let store = self.store(&params, &credentials);
         Ok(Resolved {
             admin: StoreAdmin {
@@ -139,12 +143,16 @@ impl S3Provisioner {
         })
     }
 
-    async fn admin_credentials(&self, secret: &SecretRef) -> Result<Credentials, ProvisionError> {
+    async fn admin_credentials(
+        &self,
+        secret: &SecretRef,
+        class: ClassName<'_>,
+    ) -> Result<Credentials, ProvisionError> {
         let api: Api<Secret> = Api::namespaced(self.kube.clone(), &secret.namespace);
         match api.get_opt(&secret.name).await {
             Ok(Some(found)) => credentials_from_secret(secret, &found),
             Ok(None) => Err(ProvisionError::permanent(format!(
-                "admin Secret {secret} not found: create it with keys {ACCESS_KEY_ID} and {SECRET_ACCESS_KEY}, or fix adminSecretName/adminSecretNamespace on the StorageClass"
+                "admin Secret {secret} not found: create it with keys {ACCESS_KEY_ID} and {SECRET_ACCESS_KEY}, or fix adminSecretName/adminSecretNamespace on {class}"
             ))),
             Err(kube::Error::Api(status)) if status.code == 403 => {
                 Err(ProvisionError::permanent(format!(
@@ -305,7 +313,7 @@ impl S3Provisioner {
             Some(store) => Some(store),
             None if issuer.revoke_needs_store() => {
                 resolved = self
-                    .resolve(&req.storage_class_name, &req.parameters)
+                    .resolve(ClassName::Bucket(&req.storage_class_name), &req.parameters)
                     .await?;
                 Some(&resolved.admin)
             }
@@ -327,7 +335,7 @@ impl S3Provisioner {
             return Err(reserved(&req.bucket_name).with_nothing_created());
         }
         let r = self
-            .resolve(&req.storage_class_name, &req.parameters)
+            .resolve(ClassName::Bucket(&req.storage_class_name), &req.parameters)
             .await
             .map_err(ProvisionError::with_nothing_created)?;
         // Checked before anything is created: a bad option leaves nothing.
@@ -440,7 +448,7 @@ impl Provisioner for S3Provisioner {
             )).with_nothing_created());
         }
         let r = self
-            .resolve(&req.storage_class_name, &req.parameters)
+            .resolve(ClassName::Bucket(&req.storage_class_name), &req.parameters)
             .await
             .map_err(ProvisionError::with_nothing_created)?;
         let options = claim_options(&r, req, true).map_err(ProvisionError::with_nothing_created)?;
@@ -459,9 +467,8 @@ impl Provisioner for S3Provisioner {
     }
 
     async fn delete(&self, req: &TeardownRequest) -> Result<(), ProvisionError> {
-        let r = self
-            .resolve(&req.storage_class_name, &req.parameters)
-            .await?;
+        let class = ClassName::Bucket(&req.storage_class_name);
+        let r = self.resolve(class, &req.parameters).await?;
         let claim = format!("{}/{}", req.claim.namespace, req.claim.name);
         match r
             .store
@@ -474,7 +481,8 @@ impl Provisioner for S3Provisioner {
                 // of its claims deletes their buckets under Delete too.
                 req.provisioned,
             )
-            .await?
+            .await
+            .map_err(|e| worded_for(class, &req.bucket_name, e))?
         {
             Deletion::Deleted { objects } => {
                 info!(bucket = %req.bucket_name, %claim, objects, "bucket is deleted");
@@ -538,6 +546,16 @@ impl Provisioner for S3Provisioner {
     /// Removes the principal's user and policy.
     async fn revoke_access(&self, req: &AccessRevocation) -> Result<(), ProvisionError> {
         self.revoke_principal(req).await
+    }
+}
+
+/// A deletion's error in the terms of the API the request came from: the
+/// store words a bucket that is not empty for an ObjectBucketClaim.
+fn worded_for(class: ClassName<'_>, bucket: &str, err: ProvisionError) -> ProvisionError {
+    if class.is_cosi() && is_not_empty(&err) {
+        not_empty_cosi(bucket)
+    } else {
+        err
     }
 }
 

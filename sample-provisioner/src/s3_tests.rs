@@ -70,3 +70,27 @@ fn bad_values_are_not_echoed() {
     assert!(!e.to_string().contains("secret-bytes"), "{e}");
     assert!(!e.to_string().contains("AKID"), "{e}");
 }
+
+/// Issue 36: a COSI Bucket's deletion refused for a bucket that is not
+/// empty speaks COSI (its BucketClass), an ObjectBucketClaim's as before.
+#[test]
+fn a_not_empty_bucket_is_worded_for_the_requests_api() {
+    use crate::store::not_empty;
+    let obc = worded_for(ClassName::Bucket("s3"), "b", not_empty("b"));
+    assert_eq!(obc.to_string(), not_empty("b").to_string());
+    let cosi = worded_for(ClassName::Bucket(""), "b", not_empty("b")).to_string();
+    assert!(
+        cosi.contains("BucketClass") && !cosi.contains("StorageClass"),
+        "{cosi}"
+    );
+    assert!(
+        cosi.starts_with("bucket b is not empty: empty it"),
+        "{cosi}"
+    );
+    let other = worded_for(
+        ClassName::Bucket(""),
+        "b",
+        ProvisionError::permanent("denied"),
+    );
+    assert_eq!(other.to_string(), "denied");
+}

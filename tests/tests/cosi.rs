@@ -277,7 +277,8 @@ async fn claims_get_ready_buckets_and_deletion_follows_the_policy() {
     );
     assert_eq!(creates(&recorder), 1, "a static Bucket is never created");
 
-    // A claim naming a static Bucket reserved for another claim is refused.
+    // A claim naming a static Bucket reserved for another claim is refused,
+    // without naming that claim.
     claim(
         &client,
         ns,
@@ -294,15 +295,20 @@ async fn claims_get_ready_buckets_and_deletion_follows_the_policy() {
         Ok(c.status
             .and_then(|s| s.error)
             .and_then(|e| e.message)
-            .filter(|m| m.contains("reserved for claim cosi-claims/legacy")))
+            .filter(|m| m.contains("Bucket legacy-1 is not available to this claim")))
     })
     .await
     .expect("refused");
+    let events = events_for(&client, ns, "thief").await;
     assert!(
-        events_for(&client, ns, "thief")
-            .await
+        events
             .iter()
-            .any(|(r, n)| r == "Refused" && n.contains("reserved for claim"))
+            .any(|(r, n)| r == "Refused" && n.contains("not available to this claim")),
+        "{events:?}"
+    );
+    assert!(
+        !events.iter().any(|(_, n)| n.contains("cosi-claims/legacy")),
+        "the other claim is not named: {events:?}"
     );
 
     // Delete: the bucket is deleted, then the Bucket and the claim go.
@@ -673,5 +679,233 @@ async fn refusals_are_shown_on_the_users_objects() {
         kept.data.is_none() && kept.owner_references().is_empty(),
         "the foreign Secret is untouched"
     );
+    controller.stop().await.expect("controller stops");
+}
+
+/// Issue 36, item 2: the Buckets the library creates carry no CRD-only
+/// annotation (upstream's carry none).
+#[tokio::test(flavor = "multi_thread")]
+async fn created_buckets_carry_no_crd_annotation() {
+    let (env, client) = setup().await;
+    let ns = "cosi-annotations";
+    env.ensure_namespace(ns).await.expect("namespace");
+    let recorder = CosiRecorder::new();
+    let controller = start(&client, &recorder);
+    bucket_class(&client, "gold", BucketDeletionPolicy::Delete).await;
+    let photos = claim(&client, ns, "photos", dynamic("gold")).await;
+    wait_claim_ready(&client, ns, "photos").await;
+    let name = format!("bc-{}", photos.uid().expect("uid"));
+    let bucket = Api::<Bucket>::all(client.clone())
+        .get(&name)
+        .await
+        .expect("the claim's Bucket");
+    assert!(
+        !bucket.annotations().contains_key(API_APPROVED_ANNOTATION.0),
+        "{:?}",
+        bucket.annotations()
+    );
+    controller.stop().await.expect("controller stops");
+}
+
+/// A Bucket reserved by name and UID for `claim` of `ns` (no such claim
+/// needed), provisioned by this driver as a dynamic Bucket.
+fn bucket_for(name: &str, ns: &str, claim: &str, uid: &str) -> Bucket {
+    let spec = BucketSpec {
+        driver_name: DRIVER.into(),
+        deletion_policy: BucketDeletionPolicy::Delete,
+        parameters: None,
+        protocols: Some(vec![ObjectProtocol::S3]),
+        bucket_claim_ref: BucketClaimReference {
+            name: claim.into(),
+            namespace: ns.into(),
+            uid: Some(uid.into()),
+        },
+        existing_bucket_id: None,
+    };
+    let mut b = Bucket::new(name, spec);
+    b.metadata.annotations = None;
+    b
+}
+
+async fn wait_bucket(client: &Client, name: &str, what: &str, f: impl Fn(&Bucket) -> bool) {
+    let api = Api::<Bucket>::all(client.clone());
+    wait_for(T, format!("Bucket {name}: {what}"), || async {
+        Ok(api.get_opt(name).await?.filter(&f))
+    })
+    .await
+    .expect(what);
+}
+
+/// Issue 36, item 1: with upstream's controller binding, a Bucket whose
+/// claim is gone (or re-created under another UID) is deleted by its
+/// policy; one whose bound claim exists is still refused.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_bucket_whose_claim_is_gone_can_be_deleted() {
+    let (env, client) = setup().await;
+    let ns = "cosi-orphans";
+    env.ensure_namespace(ns).await.expect("namespace");
+    let recorder = CosiRecorder::new();
+    let options = CosiOptions::new(DRIVER)
+        .expect("driver name")
+        .without_binding();
+    let controller = RunningController::start_with(
+        client.clone(),
+        ControllerBuilder::new(PROVISIONER, recorder.clone()).cosi(options),
+    );
+    let buckets = Api::<Bucket>::all(client.clone());
+    // The bound claim exists: refused.
+    let live = claim(&client, ns, "live", dynamic("gold")).await;
+    let live_uid = live.uid().expect("uid");
+    // A claim of the same name, another UID: not the bound claim.
+    claim(&client, ns, "renamed", dynamic("gold")).await;
+    let cases = [
+        ("orphan", "photos", "9c5d1a43-6a0e-4c43-9f6c-2f1a7e6b3c01"),
+        (
+            "recreated",
+            "renamed",
+            "9c5d1a43-6a0e-4c43-9f6c-2f1a7e6b3c02",
+        ),
+        ("held", "live", live_uid.as_str()),
+    ];
+    for (name, claim_name, uid) in cases {
+        let b = bucket_for(name, ns, claim_name, uid);
+        buckets
+            .create(&PostParams::default(), &b)
+            .await
+            .expect("Bucket");
+        wait_bucket(&client, name, "provisioned", |b| {
+            b.status.as_ref().is_some_and(|s| s.ready_to_use)
+        })
+        .await;
+        buckets
+            .delete(name, &DeleteParams::default())
+            .await
+            .expect("delete Bucket");
+    }
+    for gone in ["orphan", "recreated"] {
+        wait_gone(&buckets, gone, T).await.expect("Bucket gone");
+        assert!(recorder.calls().contains(&CosiCall::Delete(gone.into())));
+    }
+    wait_bucket(&client, "held", "refused while its claim exists", |b| {
+        b.status
+            .as_ref()
+            .and_then(|s| s.error.as_ref())
+            .and_then(|e| e.message.as_deref())
+            .is_some_and(|m| m.contains("still bound to BucketClaim"))
+    })
+    .await;
+    assert!(!recorder.calls().contains(&CosiCall::Delete("held".into())));
+    controller.stop().await.expect("controller stops");
+}
+
+/// A recorder whose buckets are "not empty" (delete refused, permanent)
+/// until [`Self::empty`].
+#[derive(Clone)]
+struct NotEmpty {
+    inner: CosiRecorder,
+    full: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    refused: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl NotEmpty {
+    fn empty(&self) {
+        self.full.store(false, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[async_trait::async_trait]
+impl lib_provisioner::Provisioner for NotEmpty {
+    async fn provision(
+        &self,
+        r: &lib_provisioner::BucketRequest,
+    ) -> Result<lib_provisioner::BucketAccess, lib_provisioner::ProvisionError> {
+        self.inner.provision(r).await
+    }
+    async fn grant(
+        &self,
+        r: &lib_provisioner::BucketRequest,
+    ) -> Result<lib_provisioner::BucketAccess, lib_provisioner::ProvisionError> {
+        self.inner.grant(r).await
+    }
+    async fn revoke(
+        &self,
+        r: &lib_provisioner::TeardownRequest,
+    ) -> Result<(), lib_provisioner::ProvisionError> {
+        self.inner.revoke(r).await
+    }
+    async fn delete(
+        &self,
+        r: &lib_provisioner::TeardownRequest,
+    ) -> Result<(), lib_provisioner::ProvisionError> {
+        if self.full.load(std::sync::atomic::Ordering::SeqCst) {
+            self.refused
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            return Err(lib_provisioner::ProvisionError::permanent(format!(
+                "bucket {} is not empty: empty it",
+                r.bucket_name
+            )));
+        }
+        self.inner.delete(r).await
+    }
+    async fn create_bucket(
+        &self,
+        r: &lib_provisioner::BucketRequest,
+    ) -> Result<lib_provisioner::provisioner::BucketInfo, lib_provisioner::ProvisionError> {
+        self.inner.create_bucket(r).await
+    }
+}
+
+/// Issue 36, item 5: a claim whose bucket was not empty goes soon after
+/// the bucket is emptied (a short capped backoff for that refusal), and
+/// the refused delete is not asked in a hot loop meanwhile.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_claim_goes_soon_after_its_bucket_is_emptied() {
+    let (env, client) = setup().await;
+    let ns = "cosi-not-empty";
+    env.ensure_namespace(ns).await.expect("namespace");
+    let provisioner = NotEmpty {
+        inner: CosiRecorder::new(),
+        full: std::sync::Arc::new(true.into()),
+        refused: Default::default(),
+    };
+    let options = CosiOptions::new(DRIVER).expect("driver name");
+    let controller = RunningController::start_with(
+        client.clone(),
+        ControllerBuilder::new(PROVISIONER, provisioner.clone()).cosi(options),
+    );
+    bucket_class(&client, "gold", BucketDeletionPolicy::Delete).await;
+    let photos = claim(&client, ns, "photos", dynamic("gold")).await;
+    wait_claim_ready(&client, ns, "photos").await;
+    let bucket = format!("bc-{}", photos.uid().expect("uid"));
+    let claims = Api::<BucketClaim>::namespaced(client.clone(), ns);
+    claims
+        .delete("photos", &DeleteParams::default())
+        .await
+        .expect("delete claim");
+    wait_bucket(&client, &bucket, "delete refused", |b| {
+        b.status
+            .as_ref()
+            .and_then(|s| s.error.as_ref())
+            .and_then(|e| e.message.as_deref())
+            .is_some_and(|m| m.contains("is not empty"))
+    })
+    .await;
+    // Refusals keep coming (a short backoff), though not in a hot loop.
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    let refused = provisioner
+        .refused
+        .load(std::sync::atomic::Ordering::SeqCst);
+    assert!(
+        (2..=6).contains(&refused),
+        "the refused delete is asked again a few times: {refused}"
+    );
+    provisioner.empty();
+    let emptied = std::time::Instant::now();
+    let buckets = Api::<Bucket>::all(client.clone());
+    wait_gone(&claims, "photos", Duration::from_secs(70))
+        .await
+        .expect("the claim goes within 70 s of the bucket being emptied");
+    wait_gone(&buckets, &bucket, T).await.expect("Bucket gone");
+    eprintln!("gone {:?} after the bucket was emptied", emptied.elapsed());
     controller.stop().await.expect("controller stops");
 }

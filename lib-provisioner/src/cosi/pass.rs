@@ -5,9 +5,10 @@
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::ResourceExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::Api;
 use kube::runtime::controller::Action;
+use kube::{Resource, ResourceExt};
 
 use crate::core::backoff::backoff_key;
 use crate::core::error::Error;
@@ -83,7 +84,8 @@ pub(crate) async fn run<P, T: Pass<P>>(
             Progress::Halted(halt) => {
                 let event = T::event(&current, &halt);
                 show::show_halt(ctx, &api, &current, &halt, T::SHOW, event).await?;
-                return Ok(Action::requeue(retry_after(ctx, &key, &halt)));
+                let after = retry_after(ctx, &key, current.meta(), &halt);
+                return Ok(Action::requeue(after));
             }
             Progress::Elsewhere => return Ok(Action::await_change()),
         }
@@ -124,11 +126,15 @@ where
     Ok(Api::namespaced(ctx.client.clone(), &ns))
 }
 
-/// When to look at a halted object again: refusals slowly, waits with the
-/// object's backoff.
-fn retry_after<P>(ctx: &CosiContext<P>, key: &str, halt: &Halt) -> Duration {
+/// When to look at a halted object again: a refusal when the provisioner's
+/// refusal standing for it ends (slowly, unless hastened), or slowly;
+/// waits with the object's backoff.
+fn retry_after<P>(ctx: &CosiContext<P>, key: &str, meta: &ObjectMeta, halt: &Halt) -> Duration {
     if halt.is_refusal() {
-        REFUSED_RETRY
+        // Not sooner than a second: a refusal about to lapse is asked
+        // again by the next pass, not by a burst of them.
+        let standing = ctx.refusals.retry_in(meta);
+        standing.map_or(REFUSED_RETRY, |d| d.max(Duration::from_secs(1)))
     } else {
         ctx.backoff.next(key)
     }

@@ -9,6 +9,7 @@ use tracing::info;
 use super::{Resolved, S3Provisioner, claim_options, credential_request};
 use crate::access::{Access, ClaimOptions};
 use crate::credentials::{CREDENTIALS_MODE_KEY, CredentialIssuer};
+use crate::params::ClassName;
 
 impl S3Provisioner {
     /// Issues the claim's other user (per-claim credentials); shared-admin
@@ -47,7 +48,9 @@ impl S3Provisioner {
     /// be reissued. Checked in full before anything changes.
     pub(super) async fn apply_update(&self, req: &UpdateRequest) -> Result<(), ProvisionError> {
         let b = &req.bucket;
-        let r = self.resolve(&b.storage_class_name, &b.parameters).await?;
+        let r = self
+            .resolve(ClassName::Bucket(&b.storage_class_name), &b.parameters)
+            .await?;
         let brownfield = b
             .parameters
             .get(lib_provisioner::api::BROWNFIELD_BUCKET_PARAMETER)
@@ -78,7 +81,9 @@ impl S3Provisioner {
         req: &RotationRequest,
     ) -> Result<(Resolved, Arc<dyn CredentialIssuer>, Access), ProvisionError> {
         let b = &req.bucket;
-        let r = self.resolve(&b.storage_class_name, &b.parameters).await?;
+        let r = self
+            .resolve(ClassName::Bucket(&b.storage_class_name), &b.parameters)
+            .await?;
         let mode = req
             .additional_state
             .get(CREDENTIALS_MODE_KEY)

@@ -18,6 +18,7 @@ use lib_provisioner::provisioner::{BucketInfo, StoreEndpoint};
 use lib_provisioner::{BucketRequest, ProvisionError};
 
 use super::{Resolved, S3Provisioner};
+use crate::params::ClassName;
 
 impl S3Provisioner {
     /// Creates the bucket for `req.claim`, makes no user.
@@ -49,7 +50,7 @@ impl S3Provisioner {
             )));
         }
         let r = self
-            .resolve(&req.storage_class_name, &req.parameters)
+            .resolve(ClassName::Bucket(&req.storage_class_name), &req.parameters)
             .await?;
         match r.store.exists(bucket).await {
             Ok(true) => Ok(BucketInfo::new(store_endpoint(&r))),

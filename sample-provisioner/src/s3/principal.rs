@@ -23,6 +23,7 @@ use super::{Resolved, S3Provisioner};
 use crate::access::{Access, PER_CLAIM_MODE};
 use crate::credentials::per_principal::{self, PER_PRINCIPAL_MODE};
 use crate::credentials::{CREDENTIALS_MODE_KEY, POLICY_KEY, USER_KEY};
+use crate::params::ClassName;
 
 impl S3Provisioner {
     /// Gives the principal its user, allowed the request's buckets only.
@@ -32,7 +33,7 @@ impl S3Provisioner {
     ) -> Result<AccessGrant, ProvisionError> {
         self.check_access_request(req)?;
         let r = self
-            .resolve(&req.class_name, &req.parameters)
+            .resolve(ClassName::Access(&req.class_name), &req.parameters)
             .await
             .map_err(ProvisionError::with_nothing_created)?;
         check_modes(&r, req)?;
@@ -68,7 +69,9 @@ impl S3Provisioner {
                 req.account_id
             )));
         }
-        let r = self.resolve(&req.class_name, &req.parameters).await?;
+        let r = self
+            .resolve(ClassName::Access(&req.class_name), &req.parameters)
+            .await?;
         per_principal::revoke(&self.admin_clients, &r.admin, &req.principal.uid).await?;
         Ok(())
     }

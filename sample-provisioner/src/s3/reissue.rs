@@ -15,6 +15,7 @@ use tracing::info;
 use super::{S3Provisioner, claim_options};
 use crate::access::Access;
 use crate::credentials::ACCESS_KEY;
+use crate::params::ClassName;
 use crate::store::reserved;
 
 impl S3Provisioner {
@@ -29,7 +30,7 @@ impl S3Provisioner {
             return Err(reserved(&req.bucket_name));
         }
         let r = self
-            .resolve(&req.storage_class_name, &req.parameters)
+            .resolve(ClassName::Bucket(&req.storage_class_name), &req.parameters)
             .await?;
         let options = claim_options(&r, req, brownfield)?;
         let claim = format!("{}/{}", req.claim.namespace, req.claim.name);

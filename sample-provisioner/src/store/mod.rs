@@ -54,7 +54,7 @@ mod rules;
 pub use self::client::{DEFAULT_STATE_BUCKET, Store};
 pub use self::rules::{
     Basis, Creation, DeleteStep, Deletion, Found, Kept, ProvisionStep, Refusal, delete_step,
-    denied, not_empty, not_ours, provision_step, reserved, unclaimed,
+    denied, is_not_empty, not_empty, not_empty_cosi, not_ours, provision_step, reserved, unclaimed,
 };
 // Defined in `crate::ownership` because the intent ConfigMaps use them too;
 // this is their public path.

@@ -365,7 +365,7 @@ impl Store {
             }
             Found::Foreign => {
                 return Err(unusable(
-                    "access is denied: it belongs to another account, or the admin credentials may not read it (check the admin Secret named by the StorageClass)".into(),
+                    "access is denied: it belongs to another account, or the admin credentials may not read it (check the admin Secret named by the class: the StorageClass, or COSI's BucketClass)".into(),
                 ));
             }
             Found::Unmarked { empty: false } => {

@@ -252,7 +252,7 @@ pub fn not_ours(bucket: &str, other_claim_uid: Option<&str>) -> ProvisionError {
         None => String::new(),
     };
     ProvisionError::permanent(format!(
-        "bucket {bucket:?} exists and was not created for this claim{whose}: use generateBucketName, or another bucketName; to share an existing bucket, use a StorageClass with the bucketName parameter"
+        "bucket {bucket:?} exists and was not created for this claim{whose}: use generateBucketName, or another bucketName; to share an existing bucket, use a StorageClass with the bucketName parameter (for a COSI BucketClaim: ask an administrator for a Bucket with existingBucketID)"
     ))
 }
 
@@ -260,7 +260,7 @@ pub fn not_ours(bucket: &str, other_claim_uid: Option<&str>) -> ProvisionError {
 /// as made for this claim: it may be someone else's.
 pub fn unclaimed(bucket: &str) -> ProvisionError {
     ProvisionError::permanent(format!(
-        "bucket {bucket:?} exists and was not created for this claim: it is empty but has no ownership marker and no creation intent of this claim, so it may be someone else's; use generateBucketName or another bucketName, or a StorageClass with the bucketName parameter to share it. If a provisioner version that recorded no intents created it for this claim and was interrupted, delete the empty bucket: the claim is retried"
+        "bucket {bucket:?} exists and was not created for this claim: it is empty but has no ownership marker and no creation intent of this claim, so it may be someone else's; use generateBucketName or another bucketName, or a StorageClass with the bucketName parameter to share it (for a COSI BucketClaim: ask an administrator for a Bucket with existingBucketID). If a provisioner version that recorded no intents created it for this claim and was interrupted, delete the empty bucket: the claim is retried"
     ))
 }
 
@@ -274,15 +274,46 @@ pub fn reserved(bucket: &str) -> ProvisionError {
 /// The permanent error for deleting a bucket that may not be read.
 pub fn denied(bucket: &str) -> ProvisionError {
     ProvisionError::permanent(format!(
-        "access to bucket {bucket:?} is denied, so whether it was created for this claim cannot be told: check that the admin Secret named by the StorageClass holds credentials allowed to read it; if the bucket belongs to another account, it was not this claim's"
+        "access to bucket {bucket:?} is denied, so whether it was created for this claim cannot be told: check that the admin Secret named by the class (the StorageClass, or COSI's BucketClass) holds credentials allowed to read it; if the bucket belongs to another account, it was not this claim's"
     ))
 }
 
-/// The permanent error for deleting a bucket that still holds objects.
+/// The permanent error for deleting a bucket that still holds objects,
+/// worded for an ObjectBucketClaim (its StorageClass); its source is
+/// [`BucketNotEmpty`], so a caller that knows the request came from COSI
+/// words it so ([`not_empty_cosi`]).
 pub fn not_empty(bucket: &str) -> ProvisionError {
     ProvisionError::permanent(format!(
         "bucket {bucket} is not empty: empty it, or set {FORCE_DELETE}: \"true\" on the StorageClass"
     ))
+    .with_source(BucketNotEmpty)
+}
+
+/// [`not_empty`] for a COSI Bucket: its parameters were copied from its
+/// BucketClass when it was made and cannot change, so emptying the bucket
+/// is the way on.
+pub fn not_empty_cosi(bucket: &str) -> ProvisionError {
+    ProvisionError::permanent(format!(
+        "bucket {bucket} is not empty: empty it, and the deletion continues (a bucket's objects are deleted with it only if its BucketClass set {FORCE_DELETE}: \"true\" when the Bucket was made)"
+    ))
+    .with_source(BucketNotEmpty)
+}
+
+/// The source of [`not_empty`]'s error.
+#[derive(Debug)]
+pub struct BucketNotEmpty;
+
+impl fmt::Display for BucketNotEmpty {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("the bucket is not empty")
+    }
+}
+
+impl std::error::Error for BucketNotEmpty {}
+
+/// Whether `err` is [`not_empty`]'s.
+pub fn is_not_empty(err: &ProvisionError) -> bool {
+    std::error::Error::source(err).is_some_and(|s| s.is::<BucketNotEmpty>())
 }
 
 #[cfg(test)]

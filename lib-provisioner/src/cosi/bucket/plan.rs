@@ -20,6 +20,9 @@ pub(crate) struct Observed {
     pub found: Option<BucketInfo>,
     /// Whether `delete` succeeded in this pass.
     pub deleted: bool,
+    /// Whether the claim the Bucket is bound to (by UID) is gone; read
+    /// only when [`reads_claim`] says the plan needs it, else false.
+    pub claim_gone: bool,
 }
 
 /// One step of a Bucket's pass.
@@ -51,6 +54,16 @@ pub(crate) fn store_name(bucket: &Bucket) -> Option<String> {
         Some(id) => Some(id.clone()),
         None => Some(bucket.name_any()),
     })
+}
+
+/// Whether the plan needs to know if the bound claim still exists: a
+/// Bucket being deleted (policy Delete) that its claim has not released.
+pub(crate) fn reads_claim(b: &Bucket) -> bool {
+    b.metadata.deletion_timestamp.is_some()
+        && has_finalizer(&b.metadata)
+        && b.spec.deletion_policy == BucketDeletionPolicy::Delete
+        && b.spec.bucket_claim_ref.uid.is_some()
+        && !has_annotation(&b.metadata, BUCKETCLAIM_BEING_DELETED_ANNOTATION)
 }
 
 fn ready(bucket: &Bucket) -> bool {
@@ -128,8 +141,9 @@ fn deletion_step(o: &Observed) -> Next<Step> {
             b.name_any()
         ));
     }
-    let claimed = b.spec.bucket_claim_ref.uid.is_some();
-    if claimed && !has_annotation(&b.metadata, BUCKETCLAIM_BEING_DELETED_ANNOTATION) {
+    // A claim that is gone never releases its Bucket (no binding role
+    // saw it go): its deletion is the release.
+    if reads_claim(b) && !o.claim_gone {
         let r = &b.spec.bucket_claim_ref;
         return Next::Refuse(format!(
             "Bucket {} is still bound to BucketClaim {}/{}: delete the claim instead, which deletes the Bucket",

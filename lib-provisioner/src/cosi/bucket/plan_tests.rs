@@ -32,6 +32,7 @@ fn o(bucket: Bucket) -> Observed {
         bucket,
         found: None,
         deleted: false,
+        claim_gone: false,
     }
 }
 
@@ -118,6 +119,31 @@ fn deletion_needs_policy_delete_and_a_released_claim() {
     );
     let going = deleting(released(recorded(bucket(None, Some(UID)))));
     assert_eq!(next_step(&o(going)), Next::Step(Step::MarkNotReady));
+}
+
+/// Issue 36, item 1: a Bucket whose claim is gone (no binding role saw it
+/// go, so nothing released it) follows its policy; the claim is read only
+/// for such a deletion.
+#[test]
+fn a_bucket_whose_claim_is_gone_is_deleted_by_its_policy() {
+    let orphan = deleting(recorded(bucket(None, Some(UID))));
+    assert!(super::plan::reads_claim(&orphan));
+    assert!(!super::plan::reads_claim(&released(orphan.clone())));
+    let live = recorded(bucket(None, Some(UID)));
+    assert!(!super::plan::reads_claim(&live));
+    let gone = Observed {
+        claim_gone: true,
+        ..o(orphan.clone())
+    };
+    assert_eq!(next_step(&gone), Next::Step(Step::MarkNotReady));
+    let mut retain = orphan;
+    retain.spec.deletion_policy = BucketDeletionPolicy::Retain;
+    assert!(!super::plan::reads_claim(&retain));
+    let kept = Observed {
+        claim_gone: true,
+        ..o(retain)
+    };
+    assert!(matches!(next_step(&kept), Next::Refuse(m) if m.contains("Retain")));
 }
 
 #[test]

@@ -57,10 +57,12 @@ impl<P: Provisioner> Pass<P> for BucketPass {
         api: &Api<Bucket>,
         current: &Bucket,
     ) -> Result<Progress, Error> {
+        let claim_gone = plan::reads_claim(current) && claim_gone(ctx, current).await?;
         let o = Observed {
             bucket: current.clone(),
             found: self.found.clone(),
             deleted: self.deleted,
+            claim_gone,
         };
         pass::take(ctx, plan::next_step(&o), |step| {
             self.execute(ctx, api, &o, step)
@@ -149,7 +151,9 @@ impl BucketPass {
         Ok(())
     }
 
-    /// `delete` of the bucket in the store.
+    /// `delete` of the bucket in the store. A refusal is hastened: what
+    /// refuses a deletion (a bucket not empty) is fixed in the store, and
+    /// no event says when.
     async fn delete<P: Provisioner>(
         &mut self,
         ctx: &CosiContext<P>,
@@ -157,13 +161,26 @@ impl BucketPass {
     ) -> Result<(), Halt> {
         let req = teardown(b);
         let call = ctx.provisioner.delete(&req);
-        ctx.call(&b.metadata, "delete", call)
-            .await
-            .map_err(provisioner_halt("the driver could not delete the bucket"))?;
+        let result = ctx.call(&b.metadata, "delete", call).await;
+        if result.as_ref().is_err_and(|e| !e.is_retryable()) {
+            ctx.refusals.hasten(&b.metadata);
+        }
+        result.map_err(provisioner_halt("the driver could not delete the bucket"))?;
         failpoint::hit("cosi-after-bucket-deleted");
         self.deleted = true;
         Ok(())
     }
+}
+
+/// Whether the claim the Bucket is bound to is gone: no claim of that
+/// namespace and name, or one of another UID (a new claim of the same
+/// name is not the bound one). Read from the API by name, never from
+/// anything the tenant writes on the Bucket's behalf.
+async fn claim_gone<P>(ctx: &CosiContext<P>, b: &Bucket) -> Result<bool, Error> {
+    let r = &b.spec.bucket_claim_ref;
+    let claims: Api<BucketClaim> = Api::namespaced(ctx.client.clone(), &r.namespace);
+    let claim = writes::get(&claims, &r.name, "read the Bucket's claim").await?;
+    Ok(claim.is_none_or(|c| c.metadata.uid != r.uid))
 }
 
 /// Records the bucket found in this pass: ready, with its info.

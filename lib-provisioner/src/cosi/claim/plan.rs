@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
 
 use crate::cosi::api::{
@@ -132,11 +133,16 @@ fn missing_bucket(o: &Observed, name: &str, bound: bool) -> Next<Step> {
 
 /// The dynamic Bucket of a claim: driver, policy and parameters from the
 /// class, protocols from the claim, bound to the claim's UID. No
-/// finalizer: the driver adds its own.
+/// finalizer: the driver adds its own. No annotation either: the derived
+/// `Bucket::new` would copy the CRD's `api-approved.kubernetes.io` onto
+/// the object, which upstream's Buckets do not carry.
 pub(crate) fn new_bucket(claim: &BucketClaim, class: &BucketClass, name: &str) -> Bucket {
-    Bucket::new(
-        name,
-        BucketSpec {
+    Bucket {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            ..Default::default()
+        },
+        spec: BucketSpec {
             driver_name: class.spec.driver_name.clone(),
             deletion_policy: class.spec.deletion_policy,
             parameters: class
@@ -152,23 +158,24 @@ pub(crate) fn new_bucket(claim: &BucketClaim, class: &BucketClass, name: &str) -
             },
             existing_bucket_id: None,
         },
-    )
+        status: None,
+    }
 }
 
 /// Why this claim may not bind `bucket`: it names another claim (name,
-/// namespace, or a UID already set).
+/// namespace, or a UID already set). The other claim is not named: it may
+/// be another tenant's.
 fn binding_refusal(claim: &BucketClaim, bucket: &Bucket) -> Option<String> {
     let r = &bucket.spec.bucket_claim_ref;
     let name = bucket.name_any();
     if r.name != claim.name_any() || Some(&r.namespace) != claim.namespace().as_ref() {
         return Some(format!(
-            "Bucket {name} is reserved for claim {}/{}, not this one: name another Bucket, or ask an administrator to reserve this one for this claim",
-            r.namespace, r.name
+            "Bucket {name} is not available to this claim: name another Bucket, or ask an administrator for one"
         ));
     }
     match (&r.uid, claim.uid()) {
         (Some(bound), Some(uid)) if *bound != uid => Some(format!(
-            "Bucket {name} is bound to an earlier claim of this name (UID {bound}): a Bucket is never bound again; ask an administrator for another Bucket"
+            "Bucket {name} was bound to an earlier claim of this name: a Bucket is never bound again; ask an administrator for another Bucket"
         )),
         _ => None,
     }

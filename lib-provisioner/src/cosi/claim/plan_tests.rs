@@ -154,12 +154,25 @@ fn a_static_claim_binds_a_reserved_bucket_and_no_other() {
     let mut other = unbound.clone();
     other.spec.bucket_claim_ref.namespace = "other".into();
     assert!(
-        matches!(next_step(&observed(c.clone(), Some(other))), Next::Refuse(m) if m.contains("reserved for claim other/photos"))
+        matches!(next_step(&observed(c.clone(), Some(other))), Next::Refuse(m) if m.contains("Bucket static-1 is not available to this claim"))
     );
     let earlier = bucket_of(&c, Some("1d8f9bd2-4bd8-4d4c-9b5b-6c7a0f6b2d11"));
     assert!(
         matches!(next_step(&observed(c, Some(earlier))), Next::Refuse(m) if m.contains("never bound again"))
     );
+}
+
+/// Issue 36, item 7: a refusal names nothing of another namespace.
+#[test]
+fn a_refusal_names_no_other_namespaces_claim() {
+    let c = prepared(false);
+    let mut other = bucket_of(&c, None);
+    other.spec.bucket_claim_ref.namespace = "team-b".into();
+    other.spec.bucket_claim_ref.name = "x-private".into();
+    let Next::Refuse(m) = next_step(&observed(c, Some(other))) else {
+        panic!("refused");
+    };
+    assert!(!m.contains("team-b") && !m.contains("x-private"), "{m}");
 }
 
 #[test]
@@ -243,4 +256,13 @@ fn deleting_a_static_claim_leaves_a_bucket_it_never_bound() {
         next_step(&observed(c, Some(b))),
         Next::Step(Step::RemoveFinalizer)
     );
+}
+
+/// Issue 36, item 2: the Bucket made for a claim carries no CRD-only
+/// annotation.
+#[test]
+fn a_new_bucket_has_no_annotations() {
+    let c = prepared(true);
+    let b = super::plan::new_bucket(&c, &class(BucketDeletionPolicy::Delete), "bc-x");
+    assert_eq!(b.metadata.annotations, None);
 }
