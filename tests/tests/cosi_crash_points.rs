@@ -32,7 +32,15 @@ fn spawn(kubeconfig: &Path, store: &Path, point: Option<&str>, log: &Path) -> Ch
 }
 
 /// Waits until `done` holds or the process exits; `true` if it exited.
-async fn until_done_or_exit<F, Fut>(child: &mut Child, what: &str, done: F) -> bool
+/// A crash point right after the write that makes `done` hold aborts the
+/// process a moment after that write is seen: its log says so first, and
+/// then the exit is waited for (without it, `done` won the race).
+async fn until_done_or_exit<F, Fut>(
+    child: &mut Child,
+    (log, crashes): (&Path, usize),
+    what: &str,
+    done: F,
+) -> bool
 where
     F: Fn() -> Fut,
     Fut: Future<Output = bool>,
@@ -43,11 +51,34 @@ where
             return true;
         }
         if done().await {
-            return false;
+            return aborts(log) > crashes && exits(child, what).await;
         }
         assert!(start.elapsed() < T, "timed out waiting for {what}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// How often the point's processes said they abort at the armed crash
+/// point (the log is appended to by each process of the point).
+fn aborts(log: &Path) -> usize {
+    std::fs::read_to_string(log).map_or(0, |text| {
+        text.lines()
+            .filter(|l| l.starts_with("failpoint ") && l.ends_with(": aborting"))
+            .count()
+    })
+}
+
+/// Waits for the process to exit; `true` once it has.
+async fn exits(child: &mut Child, what: &str) -> bool {
+    let start = Instant::now();
+    while child.try_wait().expect("try_wait").is_none() {
+        assert!(
+            start.elapsed() < T,
+            "{what}: the process said it aborts but did not exit"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    true
 }
 
 async fn wait(what: &str, done: impl AsyncFn() -> bool) {
@@ -173,7 +204,7 @@ async fn every_cosi_crash_point_converges_with_nothing_orphaned() {
         };
         let mut child = spawn(env.kubeconfig_path(), &store, Some(point), &log);
         let bucket = create(&client, &ns).await;
-        let mut crashed = until_done_or_exit(&mut child, "ready", || o.ready()).await;
+        let mut crashed = until_done_or_exit(&mut child, (&log, 0), "ready", || o.ready()).await;
         if crashed {
             child = spawn(env.kubeconfig_path(), &store, None, &log);
             wait(&format!("{point}: ready after the restart"), async || {
@@ -189,7 +220,11 @@ async fn every_cosi_crash_point_converges_with_nothing_orphaned() {
             .delete("data", &DeleteParams::default())
             .await
             .expect("delete claim");
-        if until_done_or_exit(&mut child, "gone", || o.gone(&bucket)).await {
+        if until_done_or_exit(&mut child, (&log, usize::from(crashed)), "gone", || {
+            o.gone(&bucket)
+        })
+        .await
+        {
             assert!(!crashed, "{point}: crashed twice");
             crashed = true;
             child = spawn(env.kubeconfig_path(), &store, None, &log);
