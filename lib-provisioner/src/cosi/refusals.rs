@@ -31,9 +31,15 @@ struct Refusal {
     /// The wait of the last hastened refusal of this generation, which the
     /// next one doubles.
     quick: Option<Duration>,
+}
+
+impl Refusal {
     /// Whether this refusal was hastened already (a standing refusal
-    /// answered again is not a new one).
-    hastened: bool,
+    /// answered again is not a new one): only a hastened one stands
+    /// shorter than [`REFUSED_RETRY`].
+    fn hastened(&self) -> bool {
+        self.retry < REFUSED_RETRY
+    }
 }
 
 /// UID → its standing refusal.
@@ -87,7 +93,6 @@ impl Refusals {
             message: message.to_owned(),
             retry: REFUSED_RETRY,
             quick,
-            hastened: false,
         };
         map.insert(uid.clone(), refusal);
     }
@@ -98,9 +103,9 @@ impl Refusals {
     /// left as it is.
     pub(crate) fn hasten(&self, meta: &ObjectMeta) {
         let Some(uid) = &meta.uid else { return };
-        if let Some(r) = self.map().get_mut(uid).filter(|r| !r.hastened) {
+        if let Some(r) = self.map().get_mut(uid).filter(|r| !r.hastened()) {
             let wait = next_quick(r.quick);
-            (r.retry, r.quick, r.hastened) = (wait, Some(wait), true);
+            (r.retry, r.quick) = (wait, Some(wait));
         }
     }
 
