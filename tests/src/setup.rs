@@ -195,3 +195,12 @@ pub fn sample_provisioner_binary() -> Result<PathBuf> {
     );
     Ok(path)
 }
+
+/// `/healthz`'s status and body on `127.0.0.1:port`; `None` while nothing
+/// answers there.
+pub async fn healthz(port: u16) -> Option<(u16, String)> {
+    let r = reqwest::get(format!("http://127.0.0.1:{port}/healthz"))
+        .await
+        .ok()?;
+    Some((r.status().as_u16(), r.text().await.ok()?))
+}

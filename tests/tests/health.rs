@@ -11,19 +11,11 @@ use lib_provisioner::api::{ClaimPhase, ObjectBucketClaimSpec};
 use obc_tests::recording::{
     PROVISIONER, Recorder, RunningController, create_claim, create_class_for, wait_phase,
 };
-use obc_tests::setup::{repo_file, start_with_crds};
+use obc_tests::setup::{healthz, repo_file, start_with_crds};
 use obc_tests::wait_for;
 
 const T: Duration = Duration::from_secs(45);
 const LIMIT: Duration = Duration::from_secs(3);
-
-/// `/healthz`'s status and body.
-async fn healthz(port: u16) -> Option<(u16, String)> {
-    let r = reqwest::get(format!("http://127.0.0.1:{port}/healthz"))
-        .await
-        .ok()?;
-    Some((r.status().as_u16(), r.text().await.ok()?))
-}
 
 fn spec(prefix: &str) -> ObjectBucketClaimSpec {
     ObjectBucketClaimSpec {

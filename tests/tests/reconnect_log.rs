@@ -19,7 +19,7 @@ use lib_provisioner::api::{ClaimPhase, ObjectBucketClaimSpec};
 use obc_tests::recording::{
     PROVISIONER, Recorder, RunningController, create_claim, create_class_for, wait_phase,
 };
-use obc_tests::setup::start_with_crds;
+use obc_tests::setup::{healthz, start_with_crds};
 use obc_tests::wait_for;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
@@ -95,13 +95,6 @@ async fn proxy(upstream: SocketAddr, broken: Arc<AtomicBool>) -> Result<SocketAd
     Ok(addr)
 }
 
-async fn healthz(port: u16) -> Option<u16> {
-    let r = reqwest::get(format!("http://127.0.0.1:{port}/healthz"))
-        .await
-        .ok()?;
-    Some(r.status().as_u16())
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watches_failing_tls_are_not_reported_back_until_they_are() -> Result<()> {
     let logs = Logs::install();
@@ -135,13 +128,13 @@ async fn watches_failing_tls_are_not_reported_back_until_they_are() -> Result<()
 
     tokio::time::sleep(BROKEN).await;
     let while_broken = logs.lines(RECONNECT);
-    let health_while_broken = healthz(port).await;
+    let health_while_broken = healthz(port).await.map(|(status, _)| status);
     broken.store(false, Ordering::SeqCst);
     wait_phase(&admin, "r", "waits", ClaimPhase::Bound, T)
         .await
         .context("the claim binds once the proxy forwards")?;
     wait_for(T, "/healthz to answer ok", || async {
-        Ok(healthz(port).await.filter(|s| *s == 200))
+        Ok(healthz(port).await.filter(|(status, _)| *status == 200))
     })
     .await?;
     // The retry is logged a moment after a watch comes back; once one line
