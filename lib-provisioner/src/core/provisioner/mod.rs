@@ -75,6 +75,18 @@
 //! [`AccessMode::ReadWrite`] is accepted. [`Provisioner::revoke_access`]
 //! calls [`Provisioner::revoke`] for each bucket with the same principal.
 //!
+//! # What you made, listed from the store
+//!
+//! [`Provisioner::inventory`] lists what the provisioner made in the store
+//! one class reaches (principals, policies, buckets), each with the owner's
+//! UID when the store says it. The library's sweep matches them against
+//! the live objects (by UID, from records a tenant cannot write) and, after
+//! a grace period, removes principals without an owner through
+//! [`Provisioner::remove_orphan`]; buckets without an owner are reported,
+//! and deleted only when the store recorded reclaim policy `Delete` with
+//! them. Both default to "not supported": the sweep then reports the class
+//! as not swept.
+//!
 //! Every call runs under a timeout
 //! ([`ControllerBuilder::provisioner_timeout`](crate::controller::ControllerBuilder::provisioner_timeout)),
 //! and with leader election never past the replica's lease: a call cut off
@@ -127,6 +139,7 @@ mod defaults;
 pub mod endpoint;
 pub mod error;
 pub mod grant;
+pub mod inventory;
 pub mod reason;
 pub mod reclaim;
 pub mod request;
@@ -142,6 +155,7 @@ pub use bucket_info::{AddressingStyle, BucketInfo, StoreEndpoint};
 pub use endpoint::Endpoint;
 pub use error::{BoxError, ErrorKind, ProvisionError};
 pub use grant::{AccessGrant, AccessRequest, AccessRevocation, AccessedBucket};
+pub use inventory::{InventoryRequest, Made, MadeKind, OrphanRemoval};
 pub use reason::ErrorReason;
 pub use reclaim::ReclaimPolicy;
 pub use request::{BucketRequest, ClaimIdentity, RotationRequest, TeardownRequest, UpdateRequest};
@@ -286,6 +300,37 @@ pub trait Provisioner: Send + Sync + 'static {
     async fn revoke_access(&self, req: &AccessRevocation) -> Result<(), ProvisionError> {
         defaults::revoke_access(self, req).await
     }
+
+    /// List what this provisioner made in the store `req`'s class reaches:
+    /// principals, policies and buckets, each with the owner's UID when the
+    /// store records it or a name derived from one of
+    /// [`InventoryRequest::owners`] says so. Read-only; called by the
+    /// library's sweep (and an audit) under the call timeout.
+    ///
+    /// List only what you made (by your names and tags), never what an
+    /// administrator or another provisioner keeps in the same store.
+    ///
+    /// The default cannot list and says so: the store is not swept.
+    async fn inventory(&self, req: &InventoryRequest) -> Result<Vec<Made>, ProvisionError> {
+        let _ = req;
+        Err(ProvisionError::unsupported(
+            "this provisioner cannot list what it made in the store, so nothing there is checked against live owners: implement Provisioner::inventory to have orphaned users and buckets found",
+        ))
+    }
+
+    /// Remove one principal [`inventory`](Self::inventory) listed and the
+    /// sweep found without a live owner for longer than its grace period
+    /// (its policy with it). Already gone is `Ok(())`. Remove nothing but
+    /// `req.made`, and re-check from the store that it is still what you
+    /// listed.
+    ///
+    /// The default removes nothing and says so.
+    async fn remove_orphan(&self, req: &OrphanRemoval) -> Result<(), ProvisionError> {
+        let _ = req;
+        Err(ProvisionError::unsupported(
+            "this provisioner cannot remove a principal it listed: implement Provisioner::remove_orphan, or remove it by hand",
+        ))
+    }
 }
 
 macro_rules! forward {
@@ -327,6 +372,12 @@ macro_rules! forward {
             }
             async fn revoke_access(&self, req: &AccessRevocation) -> Result<(), ProvisionError> {
                 (**self).revoke_access(req).await
+            }
+            async fn inventory(&self, req: &InventoryRequest) -> Result<Vec<Made>, ProvisionError> {
+                (**self).inventory(req).await
+            }
+            async fn remove_orphan(&self, req: &OrphanRemoval) -> Result<(), ProvisionError> {
+                (**self).remove_orphan(req).await
             }
         }
     )*};

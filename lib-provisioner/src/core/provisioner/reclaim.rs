@@ -5,7 +5,20 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// What to do with a bucket once its claim is deleted.
-#[derive(Deserialize, Serialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[derive(
+    Deserialize,
+    Serialize,
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    JsonSchema,
+)]
 pub enum ReclaimPolicy {
     /// Delete the bucket (greenfield) or revoke access (brownfield).
     #[default]
