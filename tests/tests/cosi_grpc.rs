@@ -218,6 +218,13 @@ async fn buckets_are_created_found_and_deleted_with_cosis_codes() -> Result<()> 
     }
     // The bucket's claim on the gRPC path is its name, which delete gets back.
     assert_eq!(memory.buckets.lock().unwrap()["bc-1"], "bc-1");
+    // Unless the name is `bc-<uid>`: then the claim's UID, the one the
+    // in-process driver role hands over for the same bucket.
+    let uid = "0b1f6c1e-2a3b-4c5d-8e9f-0123456789ab";
+    let named = format!("bc-{uid}");
+    client.driver_create_bucket(create(&named, None)).await?;
+    assert_eq!(memory.buckets.lock().unwrap()[&named], uid);
+    memory.buckets.lock().unwrap().remove(&named);
 
     memory
         .buckets
@@ -468,6 +475,21 @@ async fn access_is_granted_and_revoked_by_account_with_cosis_codes() -> Result<(
         (keys.access_key_id.as_str(), keys.access_secret_key.as_str()),
         ("key-ba-7", SECRET)
     );
+    // An account `ba-<uid>` is the BucketAccess with that UID, as in the
+    // in-process mode.
+    let uid = "0b1f6c1e-2a3b-4c5d-8e9f-0123456789ab";
+    let named = client
+        .driver_grant_bucket_access(grant_request(
+            &format!("ba-{uid}"),
+            vec![bucket("bc-1", Mode::ReadWrite)],
+        ))
+        .await?
+        .into_inner();
+    assert_eq!(
+        named.credentials.unwrap().s3.unwrap().access_key_id,
+        format!("key-{uid}")
+    );
+    memory.keys.lock().unwrap().remove(uid);
     assert_eq!(granted.buckets.len(), 1);
     assert_eq!(granted.buckets[0].bucket_id, "bc-1");
     let info = granted.buckets[0].bucket_info.clone().unwrap().s3.unwrap();

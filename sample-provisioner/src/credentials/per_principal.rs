@@ -11,6 +11,7 @@
 //! gives it a fresh secret, attaching replaces; removing what is gone is a
 //! no-op.
 
+use lib_provisioner::cosi::api::account_name_for_access;
 use lib_provisioner::provisioner::AccessMode;
 use lib_provisioner::{Credentials, ProvisionError};
 use sha2::{Digest, Sha256};
@@ -135,18 +136,35 @@ pub async fn grant(
 }
 
 /// Removes principal `principal_uid`'s user, then its policy. Returns
-/// whether the user was there.
+/// whether a user was there.
+///
+/// Also the user the COSI gRPC path of earlier versions made for the same
+/// principal: it keyed the principal by its account name `ba-<uid>`
+/// rather than by `<uid>`, the UID both driver modes hand over now.
 pub async fn revoke(
     clients: &AdminClients,
     store: &StoreAdmin,
     principal_uid: &str,
 ) -> Result<bool, ProvisionError> {
     let admin = client(clients, store)?;
+    let mut removed = false;
+    for key in [
+        principal_uid.to_owned(),
+        account_name_for_access(principal_uid),
+    ] {
+        removed |= remove(&admin, store, &key).await?;
+    }
+    Ok(removed)
+}
+
+/// Removes the user and the policy keyed by `key`.
+async fn remove(
+    admin: &AdminClient,
+    store: &StoreAdmin,
+    key: &str,
+) -> Result<bool, ProvisionError> {
     let fail = |e| admin_error(e, store);
-    let (user, policy) = (
-        principal_user_name(principal_uid),
-        principal_policy_name(principal_uid),
-    );
+    let (user, policy) = (principal_user_name(key), principal_policy_name(key));
     // The user first: once it is gone nothing holds the policy.
     let removed = admin.remove_user(&user).await.map_err(fail)?;
     admin.remove_canned_policy(&policy).await.map_err(fail)?;

@@ -4,10 +4,10 @@
 //! (see [`crate::credentials::per_principal`]).
 //!
 //! The account id is the request's account name (COSI: `ba-<BucketAccess
-//! UID>`). On the COSI gRPC path the principal's UID is that name at grant
-//! and the account id at revocation, the same string, so the revocation
-//! finds the user from the id alone; from the Kubernetes API it is the
-//! BucketAccess's UID both times.
+//! UID>`). The principal's UID is the BucketAccess's UID in both driver
+//! modes (the gRPC path recovers it from the account id), so a user made
+//! in one mode is revoked in the other; a revocation also removes the user
+//! earlier versions' gRPC path keyed by the whole account id.
 //!
 //! [`Provisioner::grant_access`]: lib_provisioner::Provisioner::grant_access
 //! [`Provisioner::revoke_access`]: lib_provisioner::Provisioner::revoke_access

@@ -10,7 +10,7 @@ use lib_provisioner::ProvisionError;
 use tracing::{debug, info};
 
 use super::client::{Records, Store};
-use super::rules::{Found, not_ours};
+use super::rules::{Found, claim_uid_in_record, not_ours};
 use crate::errors::{FailureKind, StoreFailure};
 use crate::ownership::{
     CLAIM_TAG, OWNER_MARKER_KEY, OWNER_TAG, Owner, Record, STATE_BUCKET_MARKER, intent_key,
@@ -31,14 +31,20 @@ impl Store {
     /// The intent recorded in the state bucket for creating `bucket`, if
     /// any (none if there is no state bucket yet).
     pub async fn intent(&self, bucket: &str) -> Result<Option<Record>, ProvisionError> {
+        let in_record = |r: Option<Record>| {
+            r.map(|r| Record {
+                claim_uid: claim_uid_in_record(r.claim_uid, bucket),
+                ..r
+            })
+        };
         if let Records::Tags(intents) = &self.records {
-            return intents.get(bucket).await;
+            return intents.get(bucket).await.map(in_record);
         }
         match self
             .read_record(&self.state.name, &intent_key(bucket))
             .await
         {
-            Ok(record) => Ok(record),
+            Ok(record) => Ok(in_record(record)),
             Err(f) if f.is_no_such_bucket() => Ok(None),
             Err(f) => Err(f.into_provision_error()),
         }
@@ -61,7 +67,7 @@ impl Store {
         }
         if self.uses_tags() {
             match self.owner_tag(bucket).await {
-                Ok(Some(uid)) => return Ok(Found::Marked(uid)),
+                Ok(Some(uid)) => return Ok(Found::Marked(claim_uid_in_record(uid, bucket))),
                 // No tag: a marker of an older version still counts.
                 Ok(None) => {}
                 Err(f) if f.is_no_such_bucket() => return Ok(Found::Absent),
@@ -70,7 +76,9 @@ impl Store {
             }
         }
         match self.read_record(bucket, OWNER_MARKER_KEY).await {
-            Ok(Some(marker)) => return Ok(Found::Marked(marker.claim_uid)),
+            Ok(Some(marker)) => {
+                return Ok(Found::Marked(claim_uid_in_record(marker.claim_uid, bucket)));
+            }
             Ok(None) => {}
             Err(f) if f.is_no_such_bucket() => return Ok(Found::Absent),
             Err(f) if denied(&f) => return Ok(Found::Foreign),

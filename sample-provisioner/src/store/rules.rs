@@ -7,6 +7,7 @@
 use std::fmt;
 
 use lib_provisioner::ProvisionError;
+use lib_provisioner::cosi::api::owner_uid_of_id;
 use lib_provisioner::provisioner::ErrorReason;
 
 use crate::ownership::{OWNER_MARKER_KEY, Owner, STATE_BUCKET_MARKER};
@@ -32,6 +33,20 @@ pub enum Found {
         /// Whether it holds no object.
         empty: bool,
     },
+}
+
+/// The claim UID a tag, marker or intent on `bucket` names. Records hold
+/// the claim's UID, except those the COSI gRPC path of earlier versions
+/// wrote: it keyed a dynamic bucket `bc-<uid>` by its whole name (the id
+/// the sidecar sends), so a record equal to the bucket's own name names the
+/// claim `<uid>`, the UID both driver modes hand over now. Only this
+/// provisioner writes records: nothing here is a tenant's.
+pub fn claim_uid_in_record(record: String, bucket: &str) -> String {
+    if record == bucket {
+        owner_uid_of_id(bucket).to_owned()
+    } else {
+        record
+    }
 }
 
 /// Why a bucket without a marker belongs to a claim. Only what this

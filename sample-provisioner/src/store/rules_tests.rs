@@ -366,3 +366,18 @@ fn an_existing_unmarked_bucket_needs_an_intent() {
     );
     assert_eq!(t.delete("b", UID, None), Outcome::Kept(Kept::Unmarked));
 }
+
+#[test]
+fn a_record_naming_its_own_bucket_names_the_claim_in_the_id() {
+    let uid = "0b1f6c1e-2a3b-4c5d-8e9f-0123456789ab";
+    let bucket = format!("bc-{uid}");
+    // What earlier versions' gRPC path wrote: the whole id.
+    assert_eq!(claim_uid_in_record(bucket.clone(), &bucket), uid);
+    // What both modes write now, and every OBC record: the claim's UID.
+    assert_eq!(claim_uid_in_record(uid.to_owned(), &bucket), uid);
+    // Another bucket's id is another claim's, never this one's.
+    let other = "bc-0b1f6c1e-2a3b-4c5d-8e9f-0123456789ac".to_owned();
+    assert_eq!(claim_uid_in_record(other.clone(), &bucket), other);
+    // A static bucket's record is what it says.
+    assert_eq!(claim_uid_in_record("photos".into(), "photos"), "photos");
+}

@@ -37,6 +37,7 @@ use obc_tests::reliability::{
 
 mod bad_input;
 mod cosi_crash_points;
+mod cosi_modes;
 mod crash_points;
 mod faults;
 mod random_kills;

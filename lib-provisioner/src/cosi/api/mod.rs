@@ -90,6 +90,41 @@ pub fn account_name_for_access(access_uid: &str) -> String {
     format!("ba-{access_uid}")
 }
 
+/// The object UID a COSI id names: `<uid>` of `bc-<uid>` (a dynamic
+/// Bucket's name, its claim's UID) or `ba-<uid>` (an account name, its
+/// BucketAccess's UID); any other id is its own owner (a static bucket's
+/// name in the store).
+///
+/// Both driver modes key what they make by it: the in-process driver role
+/// hands the provisioner the claim's and the BucketAccess's UIDs, and the
+/// gRPC driver, which learns only ids, recovers the same UIDs from them. So
+/// a bucket or a user made in one mode is the same claim's or principal's
+/// in the other, and an operator can switch modes over live objects.
+///
+/// ```
+/// use lib_provisioner::cosi::api::owner_uid_of_id;
+/// let uid = "0b1f6c1e-2a3b-4c5d-8e9f-0123456789ab";
+/// assert_eq!(owner_uid_of_id(&format!("bc-{uid}")), uid);
+/// assert_eq!(owner_uid_of_id(&format!("ba-{uid}")), uid);
+/// assert_eq!(owner_uid_of_id("photos"), "photos");
+/// assert_eq!(owner_uid_of_id("bc-photos"), "bc-photos");
+/// ```
+pub fn owner_uid_of_id(id: &str) -> &str {
+    match id.strip_prefix("bc-").or_else(|| id.strip_prefix("ba-")) {
+        Some(uid) if is_uid(uid) => uid,
+        _ => id,
+    }
+}
+
+/// Whether `s` has the shape of a Kubernetes UID (a UUID, 8-4-4-4-12 hex).
+fn is_uid(s: &str) -> bool {
+    let groups: Vec<&str> = s.split('-').collect();
+    groups.iter().map(|g| g.len()).eq([8, 4, 4, 4, 12])
+        && groups
+            .iter()
+            .all(|g| g.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
 /// The five CRDs as YAML documents, keyed by file name under `crds/cosi/`.
 /// Needs the `crd-yaml` feature.
 ///

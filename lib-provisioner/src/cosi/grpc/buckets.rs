@@ -15,11 +15,15 @@ use super::proto::{
 use super::protocol::{self, Protocol, s3_info};
 use super::status::{invalid, status_of, teardown_status_of};
 use crate::core::provisioner::{BucketRequest, ClaimIdentity, Provisioner, TeardownRequest};
+use crate::cosi::api::owner_uid_of_id;
 
-/// The identity the gRPC path gives a bucket's claim: the bucket id, all a
-/// later `DriverDeleteBucket` knows (see the [module docs](super)).
+/// The identity the gRPC path gives a bucket's claim or an account's
+/// principal, from the id alone (all a later `DriverDeleteBucket` or
+/// `DriverRevokeBucketAccess` knows): named by the id, with the UID the id
+/// names ([`owner_uid_of_id`]), the UID the in-process driver role hands
+/// the provisioner for the same object (see the [module docs](super)).
 pub(super) fn bucket_identity(id: &str) -> ClaimIdentity {
-    ClaimIdentity::new("", id, id)
+    ClaimIdentity::new("", id, owner_uid_of_id(id))
 }
 
 pub(super) fn parameters(map: HashMap<String, String>) -> BTreeMap<String, String> {

@@ -42,13 +42,20 @@
 //! account id: `DriverDeleteBucket` and `DriverRevokeBucketAccess` carry
 //! those and the class parameters, never the `additional_state` a
 //! provisioner returned. So on this path the claim or principal of every
-//! request is `ClaimIdentity::new("", id, id)` with the id the sidecar
-//! sends: the bucket name for bucket calls, `account_name` at grant and
-//! `account_id` at revocation. A provisioner that keys what it makes on
+//! request is named by the id the sidecar sends (the bucket name for bucket
+//! calls, `account_name` at grant and `account_id` at revocation), and its
+//! UID is the one that id names: `<uid>` of `bc-<uid>` and `ba-<uid>`
+//! ([`owner_uid_of_id`](crate::cosi::api::owner_uid_of_id)), the id itself
+//! otherwise. That is the UID the in-process driver role hands the
+//! provisioner for the same BucketClaim or BucketAccess, so what one mode
+//! made the other finds as the same owner's, and an operator can move
+//! between upstream's sidecar and the in-process mode over live Buckets
+//! and BucketAccesses. A provisioner that keys what it makes on
 //! `claim.uid` / `principal.uid` and returns `account_name` as the account
 //! id (the default [`grant_access`](crate::core::provisioner::Provisioner::grant_access) does) finds
 //! its work again from the ids alone; the sample provisioner derives its
-//! user and policy names from them.
+//! user and policy names from them (and still finds what versions before
+//! this one made on this path, keyed by the whole id).
 //!
 //! # Version
 //!
