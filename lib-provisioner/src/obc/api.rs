@@ -80,6 +80,12 @@ pub const OBJECT_BUCKET_NAME_ANNOTATION: &str = "objectbucket.io/object-bucket-n
 /// restored with fresh credentials; the hash reveals nothing of them.
 pub const SECRET_HASH_ANNOTATION: &str = "objectbucket.io/secret-hash";
 
+/// Annotation on the claim's ConfigMap: the SHA-256 (hex) of the data the
+/// library wrote. With the Secret's hash, it lets a restarted controller
+/// tell from the watched metadata alone that a child still holds what the
+/// library wrote (see `docs/design.md`, "Drift").
+pub const CONFIG_MAP_HASH_ANNOTATION: &str = "objectbucket.io/configmap-hash";
+
 /// Annotation a user sets on a Bound claim to rotate its credentials: any
 /// new value (a timestamp, say: `kubectl annotate obc photos
 /// objectbucket.io/rotate-credentials="$(date -u +%FT%TZ)" --overwrite`).

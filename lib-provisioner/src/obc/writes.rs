@@ -28,7 +28,7 @@ mod children;
 pub(crate) use crate::core::writes::{params, post_params};
 
 pub(crate) use children::{
-    Child, adopt_child, config_map, data_hash, release_child, secret, write_child,
+    Child, adopt_child, config_map, data_hash, release_child, secret, text_hash, write_child,
 };
 
 fn claim_api(client: &Client, claim: &ObjectBucketClaim) -> Result<Api<ObjectBucketClaim>> {

@@ -19,7 +19,10 @@ use tracing::info;
 
 use crate::core::server::Health;
 use crate::core::watch::backoff::watch_backoff;
-use crate::core::watch::feeds::{Watchable, strip_managed_fields, tracked, without_errors};
+use crate::core::watch::feeds::{
+    Watchable, keep_other_writers, strip_managed_fields, tracked, without_errors,
+};
+use crate::core::writes::FIELD_MANAGER;
 use crate::obc::api::{ObjectBucket, ObjectBucketClaim, PROVISIONER_LABEL};
 use crate::obc::reconcile::plan;
 
@@ -154,7 +157,7 @@ where
                 None => kind.to_owned(),
             };
             let watch = watcher(api, wc.clone())
-                .modify(strip_managed_fields)
+                .modify(|child| keep_other_writers(child, FIELD_MANAGER, CHILD_PAYLOAD))
                 .backoff(watch_backoff())
                 .inspect(tracked(health, name))
                 .boxed();
@@ -162,6 +165,25 @@ where
         })
         .collect()
 }
+
+/// A child's fields that hold what the library wrote: its data and the
+/// data hash annotations. Another writer owning any of them makes the drift
+/// check read the child (`obc::reconcile::drift`); the managed fields of
+/// the library's own writes are not kept.
+const CHILD_PAYLOAD: &[&[&str]] = &[
+    &["f:data"],
+    &["f:binaryData"],
+    &[
+        "f:metadata",
+        "f:annotations",
+        "f:objectbucket.io/secret-hash",
+    ],
+    &[
+        "f:metadata",
+        "f:annotations",
+        "f:objectbucket.io/configmap-hash",
+    ],
+];
 
 /// A metadata-only cache of one kind of child, and the watches that fill it.
 fn child_feed<K>(
@@ -200,4 +222,21 @@ pub(super) async fn signal_ready(
     info!("caches are synced; reconciling");
     let _ = synced.send(true);
     health.ready.store(true, Ordering::Relaxed);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::CHILD_PAYLOAD;
+    use crate::obc::api::{CONFIG_MAP_HASH_ANNOTATION, SECRET_HASH_ANNOTATION};
+
+    #[test]
+    fn the_payload_paths_name_the_hash_annotations() {
+        for key in [SECRET_HASH_ANNOTATION, CONFIG_MAP_HASH_ANNOTATION] {
+            let path = ["f:metadata", "f:annotations", &format!("f:{key}")].map(String::from);
+            assert!(
+                CHILD_PAYLOAD.iter().any(|p| p.iter().eq(path.iter())),
+                "{key}"
+            );
+        }
+    }
 }

@@ -20,8 +20,8 @@ use super::{owner_reference, params, post_params, release_patch};
 use crate::core::error::{Error, Result, is_status};
 use crate::core::provisioner::Credentials;
 use crate::obc::api::{
-    Endpoint, ObjectBucketClaim, PROVISIONER_LABEL, SECRET_HASH_ANNOTATION, config_map_keys,
-    secret_keys,
+    CONFIG_MAP_HASH_ANNOTATION, Endpoint, ObjectBucketClaim, PROVISIONER_LABEL,
+    SECRET_HASH_ANNOTATION, config_map_keys, secret_keys,
 };
 
 /// A child object (Secret or ConfigMap) named after the claim.
@@ -45,38 +45,63 @@ pub(crate) trait Child:
 impl Child for Secret {
     const KIND: &'static str = "Secret";
     fn same_payload(&self, desired: &Self) -> bool {
-        self.data == desired.data && secret_hash(self) == secret_hash(desired)
+        self.data == desired.data
+            && hash_of(self, SECRET_HASH_ANNOTATION) == hash_of(desired, SECRET_HASH_ANNOTATION)
     }
     fn take_payload(&mut self, desired: Self) {
-        if let Some(hash) = secret_hash(&desired) {
-            self.metadata
-                .annotations
-                .get_or_insert_default()
-                .insert(SECRET_HASH_ANNOTATION.to_owned(), hash.to_owned());
-        }
+        take_hash(self, &desired, SECRET_HASH_ANNOTATION);
         self.data = desired.data;
         self.string_data = None;
     }
 }
 
-fn secret_hash(secret: &Secret) -> Option<&str> {
-    secret
-        .metadata
+/// The data hash annotation `key` of `child`.
+fn hash_of<'a>(child: &'a impl Resource, key: &str) -> Option<&'a str> {
+    child
+        .meta()
         .annotations
         .as_ref()
-        .and_then(|a| a.get(SECRET_HASH_ANNOTATION))
+        .and_then(|a| a.get(key))
         .map(String::as_str)
+}
+
+/// Copies `desired`'s data hash annotation `key` onto `child`.
+fn take_hash(child: &mut impl Resource, desired: &impl Resource, key: &str) {
+    if let Some(hash) = hash_of(desired, key) {
+        child
+            .meta_mut()
+            .annotations
+            .get_or_insert_default()
+            .insert(key.to_owned(), hash.to_owned());
+    }
 }
 
 /// SHA-256 (hex) of a Secret's data: keys and values, each followed by a
 /// NUL, in key order.
 pub(crate) fn data_hash(data: Option<&BTreeMap<String, ByteString>>) -> String {
+    hash_pairs(
+        data.into_iter()
+            .flatten()
+            .map(|(k, v)| (k.as_str(), v.0.as_slice())),
+    )
+}
+
+/// SHA-256 (hex) of a ConfigMap's data, as [`data_hash`] of a Secret's.
+pub(crate) fn text_hash(data: Option<&BTreeMap<String, String>>) -> String {
+    hash_pairs(
+        data.into_iter()
+            .flatten()
+            .map(|(k, v)| (k.as_str(), v.as_bytes())),
+    )
+}
+
+fn hash_pairs<'a>(pairs: impl Iterator<Item = (&'a str, &'a [u8])>) -> String {
     use sha2::{Digest, Sha256};
     let mut hasher = Sha256::new();
-    for (key, value) in data.into_iter().flatten() {
+    for (key, value) in pairs {
         hasher.update(key.as_bytes());
         hasher.update([0]);
-        hasher.update(&value.0);
+        hasher.update(value);
         hasher.update([0]);
     }
     hasher
@@ -90,8 +115,11 @@ impl Child for ConfigMap {
     const KIND: &'static str = "ConfigMap";
     fn same_payload(&self, desired: &Self) -> bool {
         self.data == desired.data
+            && hash_of(self, CONFIG_MAP_HASH_ANNOTATION)
+                == hash_of(desired, CONFIG_MAP_HASH_ANNOTATION)
     }
     fn take_payload(&mut self, desired: Self) {
+        take_hash(self, &desired, CONFIG_MAP_HASH_ANNOTATION);
         self.data = desired.data;
     }
 }
@@ -164,8 +192,13 @@ pub(crate) fn config_map(
             endpoint.sub_region.clone(),
         ),
     ]);
+    let mut metadata = child_meta(claim, label)?;
+    metadata.annotations = Some(BTreeMap::from([(
+        CONFIG_MAP_HASH_ANNOTATION.to_owned(),
+        text_hash(Some(&data)),
+    )]));
     Ok(ConfigMap {
-        metadata: child_meta(claim, label)?,
+        metadata,
         data: Some(data),
         ..Default::default()
     })
