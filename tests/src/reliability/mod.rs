@@ -6,6 +6,7 @@
 
 mod agreement;
 mod logs;
+mod principals;
 mod process;
 mod sample;
 mod store;
@@ -18,6 +19,7 @@ pub use logs::{
     Leak, assert_no_leaks, log_root, register_claim_secrets, register_env_secrets, register_secret,
     registered_secrets, scan_logs,
 };
+pub use principals::ownerless_users;
 pub use process::{ACT_MARKERS, Launch, Proc, acts, count_operations, ensure_no_acts, is_act};
 pub use sample::{Classes, Kind, create_classes, install_sample, sample_params};
 pub use store::{Intent, store_buckets, store_intents};

@@ -45,11 +45,15 @@ pub struct Counts {
     /// Objects lost from a bucket that was not the attacker's.
     #[serde(default)]
     pub data_lost: usize,
+    /// Store principals (users) left without a live owner: counted by
+    /// listing the store's users after an attack ([`super::principals`]).
+    #[serde(default)]
+    pub orphaned_principals: usize,
 }
 
 impl Counts {
     /// The names of [`Counts::cells`], in a test's own table.
-    const NAMES: [&'static str; 10] = [
+    const NAMES: [&'static str; 11] = [
         "scenarios run",
         "crashes injected",
         "faults survived",
@@ -60,10 +64,11 @@ impl Counts {
         "buckets reached that were not the claim's",
         "keys revoked that were not the claim's",
         "objects lost",
+        "store users without a live owner",
     ];
 
     /// The figures as table cells, in the order of [`Counts::NAMES`].
-    fn cells(&self) -> [String; 10] {
+    fn cells(&self) -> [String; 11] {
         [
             self.scenarios,
             self.crashes,
@@ -75,6 +80,7 @@ impl Counts {
             self.foreign_buckets,
             self.foreign_revocations,
             self.data_lost,
+            self.orphaned_principals,
         ]
         .map(|n| n.to_string())
     }
@@ -90,6 +96,7 @@ impl Counts {
         self.foreign_buckets += other.foreign_buckets;
         self.foreign_revocations += other.foreign_revocations;
         self.data_lost += other.data_lost;
+        self.orphaned_principals += other.orphaned_principals;
     }
 
     /// No bucket lost, nothing orphaned, no attack reached anything that
@@ -100,6 +107,7 @@ impl Counts {
             && self.foreign_buckets == 0
             && self.foreign_revocations == 0
             && self.data_lost == 0
+            && self.orphaned_principals == 0
     }
 }
 
@@ -262,6 +270,7 @@ pub fn suite_table(records: &[Record]) -> String {
             "foreign buckets reached",
             "foreign keys revoked",
             "objects lost",
+            "ownerless store users",
             "wall time",
         ],
         &rows,
