@@ -29,6 +29,7 @@ use obc_tests::cosi_e2e::{
     claim_of_class, create, wait_ready,
 };
 use obc_tests::reliability::PROVISIONER;
+use obc_tests::setup::sample_provisioner_binary;
 use obc_tests::wait_for;
 use sample_provisioner::S3Provisioner;
 use serde_json::json;
@@ -43,15 +44,16 @@ const SLACK: Duration = Duration::from_secs(20);
 /// The suite, with the sample's controller running in this process.
 struct Swept {
     suite: CosiSuite,
+    grace: Duration,
     stop: watch::Sender<bool>,
     controller: tokio::task::JoinHandle<()>,
 }
 
-fn builder(client: &Client) -> Result<ControllerBuilder<S3Provisioner>> {
+fn builder(client: &Client, grace: Duration) -> Result<ControllerBuilder<S3Provisioner>> {
     let builder = ControllerBuilder::new(PROVISIONER, S3Provisioner::new(client.clone()))
         .cosi(CosiOptions::new(DRIVER)?)
         .sweep_interval(INTERVAL)
-        .orphan_grace(GRACE);
+        .orphan_grace(grace);
     Ok(if std::env::var_os("OBC_TEST_SWEEP_OFF").is_some() {
         builder.without_sweep()
     } else {
@@ -60,7 +62,7 @@ fn builder(client: &Client) -> Result<ControllerBuilder<S3Provisioner>> {
 }
 
 impl Swept {
-    async fn start(tag: &str) -> Result<Self> {
+    async fn start(tag: &str, grace: Duration) -> Result<Self> {
         let suite = CosiSuite::start("unused", tag).await?;
         let client = suite.admin.clone();
         Api::<Namespace>::all(client.clone())
@@ -70,7 +72,7 @@ impl Swept {
             )
             .await?;
         let (stop, stopped) = watch::channel(false);
-        let run = builder(&client)?.run(client, async move {
+        let run = builder(&client, grace)?.run(client, async move {
             let mut stopped = stopped;
             let _ = stopped.wait_for(|s| *s).await;
         });
@@ -81,6 +83,7 @@ impl Swept {
         });
         Ok(Self {
             suite,
+            grace,
             stop,
             controller,
         })
@@ -119,7 +122,33 @@ impl Swept {
 
     /// The audit, as an operator runs it (from the API, removing nothing).
     async fn audit(&self) -> Result<Audit> {
-        Ok(builder(self.client())?.audit(self.client().clone()).await?)
+        Ok(builder(self.client(), self.grace)?
+            .audit(self.client().clone())
+            .await?)
+    }
+
+    /// `sample-provisioner audit` (with `--json` if `json`), under the
+    /// provisioner's ServiceAccount: what it prints.
+    async fn audit_command(&self, json: bool) -> Result<String> {
+        let bin = sample_provisioner_binary()?;
+        let mut cmd = tokio::process::Command::new(&bin);
+        cmd.env("KUBECONFIG", &self.suite.launch.kubeconfig)
+            .env("RUST_LOG", "warn")
+            .args(["--cosi", "on", "--cosi-driver-name", DRIVER])
+            .args(["--orphan-grace-seconds", &self.grace.as_secs().to_string()])
+            .arg("audit");
+        if json {
+            cmd.arg("--json");
+        }
+        let out = cmd.output().await?;
+        let stdout = String::from_utf8(out.stdout)?;
+        anyhow::ensure!(
+            out.status.success(),
+            "{} audit failed: {}{stdout}",
+            bin.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok(stdout)
     }
 
     async fn stop(self) {
@@ -181,8 +210,8 @@ async fn strip_and_delete(client: &Client, objects: &[(Option<Kind>, &str)]) -> 
 }
 
 /// Waits until `keys` no longer write; fails after interval + grace + slack.
-async fn wait_denied(keys: &AccessKeys, since: Instant) -> Result<Duration> {
-    let bound = INTERVAL + GRACE + SLACK;
+async fn wait_denied(keys: &AccessKeys, since: Instant, grace: Duration) -> Result<Duration> {
+    let bound = INTERVAL + grace + SLACK;
     wait_for(bound, "the orphaned keys to be denied", || async {
         Ok((!writes(keys).await).then_some(()))
     })
@@ -203,7 +232,7 @@ fn orphans(audit: &Audit, kind: MadeKind) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_fast_stripped_bucket_access_loses_its_keys_and_a_live_grant_keeps_its_own() -> Result<()>
 {
-    let t = Swept::start("sweep-access").await?;
+    let t = Swept::start("sweep-access", GRACE).await?;
     let result = async {
         let kept = t.grant("photos", "keeper").await?;
         let gone = t.grant("photos", "app").await?;
@@ -225,7 +254,7 @@ async fn a_fast_stripped_bucket_access_loses_its_keys_and_a_live_grant_keeps_its
             users == [gone.key_id.clone()],
             "the audit must show exactly the stripped access's user as an orphan, not {users:?}:\n{audit}"
         );
-        let took = wait_denied(&gone, started).await?;
+        let took = wait_denied(&gone, started, t.grace).await?;
         println!("the stripped access's keys were denied {took:?} after the strip");
         // (d) The live grant keeps working across several more sweeps.
         for _ in 0..3 {
@@ -254,7 +283,7 @@ async fn a_fast_stripped_bucket_access_loses_its_keys_and_a_live_grant_keeps_its
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_fast_stripped_bucket_claim_and_its_accesses_lose_their_keys() -> Result<()> {
-    let t = Swept::start("sweep-claim").await?;
+    let t = Swept::start("sweep-claim", GRACE).await?;
     let result = async {
         let kept = t.grant("other", "keeper").await?;
         let first = t.grant("photos", "app").await?;
@@ -272,13 +301,73 @@ async fn a_fast_stripped_bucket_claim_and_its_accesses_lose_their_keys() -> Resu
         )
         .await?;
         for keys in [&first, &second] {
-            let took = wait_denied(keys, started).await?;
+            let took = wait_denied(keys, started, t.grace).await?;
             println!("keys denied {took:?} after the strip");
         }
         anyhow::ensure!(writes(&kept).await, "a live grant's keys were cut off");
         let after = t.audit().await?;
         let left = orphans(&after, MadeKind::Principal);
         anyhow::ensure!(left.is_empty(), "users still orphaned: {left:?}\n{after}");
+        Ok(())
+    }
+    .await;
+    t.stop().await;
+    result
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_audit_command_prints_the_orphan_before_the_sweep_removes_it_and_nothing_after()
+-> Result<()> {
+    // A grace long enough for two runs of the command before the removal.
+    let grace = Duration::from_secs(20);
+    let t = Swept::start("sweep-audit", grace).await?;
+    let result = async {
+        let kept = t.grant("photos", "keeper").await?;
+        let gone = t.grant("photos", "app").await?;
+        let started = Instant::now();
+        strip_and_delete(
+            t.client(),
+            &[(Some(Kind::BucketAccess), "app"), (None, "app-keys")],
+        )
+        .await?;
+        let table = t.audit_command(false).await?;
+        println!("{table}");
+        let line = table
+            .lines()
+            .find(|l| l.contains(&gone.key_id))
+            .unwrap_or_default();
+        anyhow::ensure!(
+            line.contains("orphan: removed after the grace period"),
+            "the table must list the stripped access's user as an orphan:\n{table}"
+        );
+        anyhow::ensure!(
+            table
+                .lines()
+                .any(|l| l.contains(&kept.key_id) && l.contains("owned")),
+            "the live grant's user is owned:\n{table}"
+        );
+        anyhow::ensure!(
+            started.elapsed() < grace,
+            "the command took too long to test this"
+        );
+        let json: serde_json::Value = serde_json::from_str(&t.audit_command(true).await?)?;
+        let orphan = json["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|i| i["name"] == gone.key_id.as_str())
+            .cloned()
+            .unwrap_or_default();
+        anyhow::ensure!(
+            orphan["decision"] == "waiting" && orphan["kind"] == "principal",
+            "JSON: {json:#}"
+        );
+        wait_denied(&gone, started, t.grace).await?;
+        let table = t.audit_command(false).await?;
+        anyhow::ensure!(
+            !table.contains(&gone.key_id) && !table.contains("orphan"),
+            "nothing orphaned is left after the sweep:\n{table}"
+        );
         Ok(())
     }
     .await;

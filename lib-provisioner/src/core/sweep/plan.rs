@@ -72,6 +72,7 @@ impl Decision {
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Planned {
     /// As the store listed it.
+    #[serde(flatten)]
     pub made: Made,
     /// The class it was (first) listed through: a removal goes to its store.
     pub class: SweepClass,
