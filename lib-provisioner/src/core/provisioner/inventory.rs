@@ -150,8 +150,9 @@ impl InventoryRequest {
 }
 
 /// What [`Provisioner::remove_orphan`](super::Provisioner::remove_orphan)
-/// removes: one principal the sweep found without a live owner, on the
-/// store `parameters` reach.
+/// removes: one principal or policy the sweep found without a live owner
+/// past its grace period (or a bucket whose store recorded reclaim policy
+/// `Delete`), on the store `parameters` reach.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct OrphanRemoval {

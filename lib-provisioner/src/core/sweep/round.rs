@@ -56,3 +56,7 @@ pub(crate) async fn observe<P: Provisioner>(
     live.extend(after.owners);
     Ok(plan(listings, &live, seen, Instant::now(), grace))
 }
+
+#[cfg(test)]
+#[path = "round_tests.rs"]
+mod tests;
