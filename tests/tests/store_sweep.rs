@@ -4,7 +4,8 @@
 //! back-to-back requests, with no wait. The controller never sees a
 //! deletion to act on; the sweep finds the store user without a live owner
 //! and removes it within interval + grace (+ slack), while a live grant
-//! keeps working across the sweeps, and the audit shows the orphan before
+//! and a live ObjectBucketClaim's user on the same store keep working
+//! across the sweeps, and the audit shows the orphan before
 //! and nothing after. The sample runs in-process on RustFS with a real
 //! apiserver; a missing RustFS or apiserver fails the tests.
 //!
@@ -21,6 +22,7 @@ use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use lib_provisioner::ControllerBuilder;
+use lib_provisioner::api::{ObjectBucketClaim, ObjectBucketClaimSpec};
 use lib_provisioner::cosi::CosiOptions;
 use lib_provisioner::provisioner::MadeKind;
 use lib_provisioner::sweep::{Audit, Decision};
@@ -28,7 +30,10 @@ use obc_tests::cosi_e2e::{
     ACCESS_CLASS, AccessKeys, CosiSuite, DELETE_CLASS, DRIVER, Kind, access_keys, access_of, api,
     claim_of_class, create, wait_ready,
 };
-use obc_tests::reliability::PROVISIONER;
+use obc_tests::reliability::{
+    PROVISIONER, RUSTFS_ADMIN_SECRET, SYSTEM_NAMESPACE, claim_bucket, claim_keys, create_class,
+    wait_all_bound,
+};
 use obc_tests::setup::sample_provisioner_binary;
 use obc_tests::wait_for;
 use sample_provisioner::S3Provisioner;
@@ -36,6 +41,8 @@ use serde_json::json;
 use tokio::sync::watch;
 
 const NS: &str = "shop";
+/// A per-claim StorageClass on the same store.
+const OBC_CLASS: &str = "s3-per-claim";
 const INTERVAL: Duration = Duration::from_secs(2);
 const GRACE: Duration = Duration::from_secs(4);
 /// Two sweeps past the grace, and room for a slow machine.
@@ -117,6 +124,45 @@ impl Swept {
         wait_ready(c, Kind::BucketAccess, NS, access, Duration::from_secs(60)).await?;
         let keys = access_keys(c, NS, &secret).await?;
         anyhow::ensure!(writes(&keys).await, "a fresh grant's keys must write");
+        Ok(keys)
+    }
+
+    /// An ObjectBucketClaim of a per-claim StorageClass on the same store,
+    /// Bound; its keys, once they write.
+    async fn obc_claim(&self, name: &str) -> Result<AccessKeys> {
+        let c = self.client();
+        let endpoint = self.suite.store.endpoint().trim_end_matches('/').to_owned();
+        create_class(
+            c,
+            OBC_CLASS,
+            PROVISIONER,
+            "Delete",
+            [
+                ("endpoint", endpoint.as_str()),
+                ("adminSecretName", RUSTFS_ADMIN_SECRET),
+                ("adminSecretNamespace", SYSTEM_NAMESPACE),
+            ],
+        )
+        .await?;
+        let spec = ObjectBucketClaimSpec {
+            storage_class_name: OBC_CLASS.into(),
+            generate_bucket_name: Some(name.into()),
+            ..Default::default()
+        };
+        Api::<ObjectBucketClaim>::namespaced(c.clone(), NS)
+            .create(&PostParams::default(), &ObjectBucketClaim::new(name, spec))
+            .await?;
+        wait_all_bound(c, NS, &[name.to_owned()], Duration::from_secs(60)).await?;
+        let (key_id, secret) = claim_keys(c, NS, name).await?;
+        let keys = AccessKeys {
+            bucket: claim_bucket(c, NS, name).await?,
+            endpoint,
+            region: "us-east-1".into(),
+            addressing_style: "path".into(),
+            key_id,
+            secret,
+        };
+        anyhow::ensure!(writes(&keys).await, "a fresh claim's keys must write");
         Ok(keys)
     }
 
@@ -236,6 +282,7 @@ async fn a_fast_stripped_bucket_access_loses_its_keys_and_a_live_grant_keeps_its
     let result = async {
         let kept = t.grant("photos", "keeper").await?;
         let gone = t.grant("photos", "app").await?;
+        let ledger = t.obc_claim("ledger").await?;
         let before = t.audit().await?;
         anyhow::ensure!(
             !before.has_orphans(),
@@ -260,6 +307,7 @@ async fn a_fast_stripped_bucket_access_loses_its_keys_and_a_live_grant_keeps_its
         for _ in 0..3 {
             tokio::time::sleep(INTERVAL).await;
             anyhow::ensure!(writes(&kept).await, "a live grant's keys were cut off");
+            anyhow::ensure!(writes(&ledger).await, "a live claim's keys were cut off");
         }
         let after = t.audit().await?;
         for kind in [MadeKind::Principal, MadeKind::Policy] {
@@ -273,7 +321,9 @@ async fn a_fast_stripped_bucket_access_loses_its_keys_and_a_live_grant_keeps_its
             .filter(|i| i.decision == Decision::Owned && i.made.kind == MadeKind::Principal)
             .map(|i| i.made.name.clone())
             .collect();
-        anyhow::ensure!(owned == [kept.key_id.clone()], "owned users: {owned:?}\n{after}");
+        let mut expected = vec![kept.key_id.clone(), ledger.key_id.clone()];
+        expected.sort();
+        anyhow::ensure!(owned == expected, "owned users: {owned:?}\n{after}");
         Ok(())
     }
     .await;
