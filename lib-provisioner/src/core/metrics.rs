@@ -199,9 +199,9 @@ impl Metrics {
                 .set(count);
         }
         self.class_swept.clear();
-        for item in &plan.items {
+        for class in &plan.swept {
             self.class_swept
-                .get_or_create(&vec![("class", item.class.to_string())])
+                .get_or_create(&vec![("class", class.to_string())])
                 .set(1);
         }
         for skipped in &plan.not_swept {

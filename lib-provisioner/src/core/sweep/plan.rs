@@ -95,6 +95,8 @@ pub struct NotSwept {
 pub struct SweepPlan {
     /// One per thing the stores hold, deduplicated by store, kind and name.
     pub items: Vec<Planned>,
+    /// Classes whose store was listed.
+    pub swept: Vec<SweepClass>,
     /// Classes whose provisioner could not list their store.
     pub not_swept: Vec<NotSwept>,
     /// When each orphan still waiting (or acted on now) was first seen:
@@ -139,6 +141,7 @@ pub fn plan(
                 reason,
             }),
             Ok(made) => {
+                out.swept.push(listing.class.clone());
                 for m in made {
                     merge(&mut found, m, &listing.class);
                 }

@@ -232,4 +232,5 @@ fn an_orphan_no_longer_listed_is_forgotten() {
         GRACE,
     );
     assert!(plan.items.is_empty() && plan.sightings.is_empty());
+    assert_eq!(plan.swept.len(), 1, "an empty store was still swept");
 }
