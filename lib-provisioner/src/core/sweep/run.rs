@@ -76,14 +76,7 @@ async fn act<P: Provisioner>(
 ) {
     let metrics = &runtime.metrics;
     metrics.swept(&plan);
-    let mut unswept = BTreeSet::new();
-    for skipped in &plan.not_swept {
-        let class = skipped.class.to_string();
-        if !memory.unswept.contains(&class) {
-            info!(act = "sweep-not-swept", %class, "the store of this class is not swept: {}", skipped.reason);
-        }
-        unswept.insert(class);
-    }
+    let unswept = log_not_swept(&plan, &memory.unswept);
     let mut seen = plan.sightings.clone();
     let mut logged = BTreeSet::new();
     for item in &plan.items {
@@ -113,6 +106,20 @@ async fn act<P: Provisioner>(
     memory.unswept = unswept;
 }
 
+/// Logs each class not swept once (until it is swept again); returns them.
+fn log_not_swept(plan: &SweepPlan, logged: &BTreeSet<String>) -> BTreeSet<String> {
+    let mut unswept = BTreeSet::new();
+    for skipped in &plan.not_swept {
+        let class = skipped.class.to_string();
+        if !logged.contains(&class) {
+            info!(act = "sweep-not-swept", %class, "the store of this class is not swept: {}", skipped.reason);
+        }
+        unswept.insert(class);
+    }
+    unswept
+}
+
+/// Logs an orphan found (once, while it stays one).
 fn log_found(item: &Planned) {
     let m = &item.made;
     match &item.decision {
