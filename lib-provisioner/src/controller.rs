@@ -45,6 +45,8 @@ use crate::core::metrics::Metrics;
 use crate::core::provisioner::Provisioner;
 use crate::core::runtime::Shared;
 use crate::core::server::Health;
+use crate::core::sweep::{Audit, AuditError, SweepSettings, SweepSource};
+pub use crate::core::sweep::{DEFAULT_ORPHAN_GRACE, DEFAULT_SWEEP_INTERVAL};
 
 /// Configures and starts a provisioner controller.
 pub struct ControllerBuilder<P> {
@@ -60,6 +62,7 @@ pub struct ControllerBuilder<P> {
     dead_watch_limit: Duration,
     name_records: Option<String>,
     cosi: Option<crate::cosi::CosiOptions>,
+    sweep: Option<SweepSettings>,
 }
 
 impl<P: Provisioner> ControllerBuilder<P> {
@@ -80,7 +83,76 @@ impl<P: Provisioner> ControllerBuilder<P> {
             dead_watch_limit: crate::core::server::WATCHES_DEAD_LIMIT,
             name_records: None,
             cosi: None,
+            sweep: Some(SweepSettings {
+                interval: DEFAULT_SWEEP_INTERVAL,
+                grace: DEFAULT_ORPHAN_GRACE,
+            }),
         }
+    }
+
+    /// How often the store sweep lists what the provisioner made in each
+    /// class's store and matches it against the live owners by UID
+    /// (default [`DEFAULT_SWEEP_INTERVAL`], 5 minutes; see
+    /// [`crate::core::sweep`]). Turns the sweep back on after
+    /// [`without_sweep`](Self::without_sweep).
+    pub fn sweep_interval(mut self, every: Duration) -> Self {
+        let grace = self.sweep.map_or(DEFAULT_ORPHAN_GRACE, |s| s.grace);
+        self.sweep = Some(SweepSettings {
+            interval: every,
+            grace,
+        });
+        self
+    }
+
+    /// How long a store principal (user, key, policy) may be without a
+    /// live owner before the sweep removes it (default
+    /// [`DEFAULT_ORPHAN_GRACE`], 10 minutes); it must also be seen
+    /// orphaned in two sweeps. Turns the sweep back on after
+    /// [`without_sweep`](Self::without_sweep).
+    pub fn orphan_grace(mut self, grace: Duration) -> Self {
+        let interval = self.sweep.map_or(DEFAULT_SWEEP_INTERVAL, |s| s.interval);
+        self.sweep = Some(SweepSettings { interval, grace });
+        self
+    }
+
+    /// No store sweep: a principal whose owner vanished without the
+    /// controller seeing it go (a stripped finalizer) stays in the store.
+    ///
+    /// ```
+    /// # use lib_provisioner::{ControllerBuilder, Provisioner};
+    /// # fn configure<P: Provisioner>(p: P) {
+    /// let builder = ControllerBuilder::new("example.com/bucket", p).without_sweep();
+    /// # }
+    /// ```
+    pub fn without_sweep(mut self) -> Self {
+        self.sweep = None;
+        self
+    }
+
+    /// What the store sweep would do now, read from the API (classes and
+    /// live owners listed, each class's store through
+    /// [`Provisioner::inventory`]), removing nothing: for an operator's
+    /// audit. Needs only the list permissions the controller has.
+    pub async fn audit(&self, client: Client) -> Result<Audit, AuditError> {
+        let mut sources: Vec<Arc<dyn SweepSource>> = vec![Arc::new(crate::obc::sweep::ApiSource {
+            client: client.clone(),
+            provisioner_name: self.provisioner_name.clone(),
+            namespaces: self.scope.namespaces(),
+        })];
+        if let Some(options) = &self.cosi {
+            sources.push(Arc::new(crate::cosi::sweep::ApiSource {
+                client,
+                driver: options.driver_name().to_owned(),
+            }));
+        }
+        let grace = self.sweep.map_or(DEFAULT_ORPHAN_GRACE, |s| s.grace);
+        crate::core::sweep::audit::audit(
+            &self.provisioner,
+            &sources,
+            self.provisioner_timeout,
+            grace,
+        )
+        .await
     }
 
     /// Also serves Kubernetes COSI (`objectstorage.k8s.io/v1alpha2`) from
@@ -308,6 +380,7 @@ impl<P: Provisioner> ControllerBuilder<P> {
             concurrency: self.concurrency,
             stop,
             leading,
+            sweep: self.sweep,
         };
         let provisioner = Arc::new(self.provisioner);
         let settings = crate::obc::wiring::Settings {
@@ -321,14 +394,32 @@ impl<P: Provisioner> ControllerBuilder<P> {
             }),
         };
         let mut families: Vec<BoxFuture<'static, ()>> = Vec::new();
+        let mut sources: Vec<Arc<dyn SweepSource>> = Vec::new();
         if let Some(options) = self.cosi {
-            families.push(crate::cosi::wiring::start(
-                options,
-                shared.clone(),
-                provisioner.clone(),
-            ));
+            let (run, source) =
+                crate::cosi::wiring::start(options, shared.clone(), provisioner.clone());
+            families.push(run);
+            sources.push(source);
         }
-        families.push(crate::obc::wiring::start(settings, shared, provisioner));
+        let (run, source) =
+            crate::obc::wiring::start(settings, shared.clone(), provisioner.clone());
+        families.push(run);
+        sources.push(source);
+        if let Some(sweep) = self.sweep {
+            // One sweep over both families' sources: a family that cannot
+            // see stops the round.
+            families.push(
+                crate::core::sweep::run::run(
+                    sweep,
+                    shared.runtime(watch::channel(true).1),
+                    provisioner,
+                    sources,
+                    shared.stop.clone(),
+                    shared.leading.clone(),
+                )
+                .boxed(),
+            );
+        }
         futures::future::join_all(families).map(|_| ())
     }
 }

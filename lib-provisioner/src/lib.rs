@@ -35,7 +35,7 @@ pub mod obc;
 // (`lib_provisioner::provisioner`, `::api`, ...). Inside the crate, modules
 // use their real paths (`crate::core::...`, `crate::obc::...`): these
 // re-exports are for users only.
-pub use crate::core::{error, failpoint, leader, metrics, names, provisioner};
+pub use crate::core::{error, failpoint, leader, metrics, names, provisioner, sweep};
 pub use crate::obc::api;
 
 pub use crate::core::server::WATCHES_DEAD_LIMIT;

@@ -30,6 +30,7 @@ use crate::access::Access;
 pub use crate::access::{PER_CLAIM_MODE, SHARED_ADMIN_MODE};
 use crate::params::StoreEndpoint;
 
+pub mod made_names;
 mod per_claim;
 pub mod per_principal;
 

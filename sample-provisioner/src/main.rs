@@ -9,7 +9,8 @@ use std::process::ExitCode;
 use clap::Parser;
 use tracing::{error, info};
 
-use crate::cmd::cli::Cli;
+use crate::cmd::audit::audit;
+use crate::cmd::cli::{Cli, Command};
 use crate::cmd::logging::init_tracing;
 use crate::cmd::run::run;
 
@@ -23,7 +24,11 @@ async fn main() -> ExitCode {
         eprintln!("sample-provisioner: {e}");
         return ExitCode::from(EXIT_CONFIG);
     }
-    match run(cli).await {
+    let result = match cli.command {
+        Some(Command::Audit { json }) => audit(cli, json).await,
+        None => run(cli).await,
+    };
+    match result {
         Ok(()) => {
             info!("stopped");
             ExitCode::SUCCESS

@@ -11,7 +11,9 @@ use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Secret;
 use kube::{Api, Client};
 use lib_provisioner::api::secret_keys::{ACCESS_KEY_ID, SECRET_ACCESS_KEY};
-use lib_provisioner::provisioner::{AccessGrant, AccessRequest, AccessRevocation, BucketInfo};
+use lib_provisioner::provisioner::{
+    AccessGrant, AccessRequest, AccessRevocation, BucketInfo, InventoryRequest, Made, OrphanRemoval,
+};
 use lib_provisioner::{
     BucketAccess, BucketRequest, Credentials, ProvisionError, Provisioner, Revocation,
     RotationRequest, TeardownRequest, UpdateRequest,
@@ -547,6 +549,17 @@ impl Provisioner for S3Provisioner {
     async fn revoke_access(&self, req: &AccessRevocation) -> Result<(), ProvisionError> {
         self.revoke_principal(req).await
     }
+
+    /// The class's family's users and policies (by name), and buckets
+    /// carrying the owner tag.
+    async fn inventory(&self, req: &InventoryRequest) -> Result<Vec<Made>, ProvisionError> {
+        self.list_made(req).await
+    }
+
+    /// An orphaned user and its policy, or a policy; never a bucket.
+    async fn remove_orphan(&self, req: &OrphanRemoval) -> Result<(), ProvisionError> {
+        self.remove_made(req).await
+    }
 }
 
 /// A deletion's error in the terms of the API the request came from: the
@@ -561,6 +574,7 @@ fn worded_for(class: ClassName<'_>, bucket: &str, err: ProvisionError) -> Provis
 
 mod after_bind;
 mod buckets;
+mod inventory;
 mod principal;
 mod reissue;
 

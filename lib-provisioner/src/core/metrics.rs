@@ -9,6 +9,9 @@
 //! | `obc_provisioner_operation_duration_seconds` | histogram | `operation` |
 //! | `obc_claims` | gauge | `phase` (from the claim cache at scrape time; registered by the OBC family's controllers) |
 //! | `obc_leader` | gauge | (1 while this replica leads, or runs without leader election; 0 while it stands by) |
+//! | `obc_store_orphans` | gauge | `store`, `kind` (things without a live owner the last sweep found) |
+//! | `obc_sweep_removals_total` | counter | `kind`, `result` (`removed`, `failed`) |
+//! | `obc_sweep_class_swept` | gauge | `class` (1: its store was listed in the last sweep; 0: the provisioner could not list it) |
 //!
 //! ```
 //! let metrics = lib_provisioner::metrics::Metrics::new();
@@ -43,6 +46,9 @@ pub struct Metrics {
     operations: Family<Labels, Counter>,
     operation_duration: Family<Labels, Histogram>,
     leader: Gauge,
+    store_orphans: Family<Labels, Gauge>,
+    sweep_removals: Family<Labels, Counter>,
+    class_swept: Family<Labels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -117,6 +123,24 @@ impl Metrics {
             "1 while this replica leads (or runs without leader election), 0 while it stands by",
             leader.clone(),
         );
+        let store_orphans = Family::<Labels, Gauge>::default();
+        registry.register(
+            "obc_store_orphans",
+            "Things in a store without a live owner, by store and kind, as the last sweep found them",
+            store_orphans.clone(),
+        );
+        let sweep_removals = Family::<Labels, Counter>::default();
+        registry.register(
+            "obc_sweep_removals",
+            "Orphans the sweep removed, or failed to remove, by kind",
+            sweep_removals.clone(),
+        );
+        let class_swept = Family::<Labels, Gauge>::default();
+        registry.register(
+            "obc_sweep_class_swept",
+            "1 if the last sweep listed the store of this class, 0 if its provisioner could not",
+            class_swept.clone(),
+        );
         registry.register_collector(Box::new(CacheGauges(gauges.clone())));
         Self {
             gauges,
@@ -129,6 +153,9 @@ impl Metrics {
             operations,
             operation_duration,
             leader,
+            store_orphans,
+            sweep_removals,
+            class_swept,
         }
     }
 
@@ -160,6 +187,39 @@ impl Metrics {
     /// Sets `obc_leader`.
     pub(crate) fn leading(&self, leading: bool) {
         self.leader.set(i64::from(leading));
+    }
+
+    /// The gauges from one sweep's plan (stores and classes no longer
+    /// listed disappear).
+    pub(crate) fn swept(&self, plan: &crate::core::sweep::SweepPlan) {
+        self.store_orphans.clear();
+        for ((store, kind), count) in plan.orphans() {
+            self.store_orphans
+                .get_or_create(&vec![("store", store), ("kind", kind.to_string())])
+                .set(count);
+        }
+        self.class_swept.clear();
+        for class in &plan.swept {
+            self.class_swept
+                .get_or_create(&vec![("class", class.to_string())])
+                .set(1);
+        }
+        for skipped in &plan.not_swept {
+            self.class_swept
+                .get_or_create(&vec![("class", skipped.class.to_string())])
+                .set(0);
+        }
+    }
+
+    /// One removal the sweep made or failed.
+    pub(crate) fn sweep_removal(&self, kind: crate::core::provisioner::MadeKind, removed: bool) {
+        let result = if removed { "removed" } else { "failed" };
+        self.sweep_removals
+            .get_or_create(&vec![
+                ("kind", kind.to_string()),
+                ("result", result.to_owned()),
+            ])
+            .inc();
     }
 
     pub(crate) fn conflict(&self) {

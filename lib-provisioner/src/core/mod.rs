@@ -16,6 +16,8 @@
 //! - `backoff`, `watch`, `log` (private): what both families' controllers
 //!   are built from: per-object retry backoff and the error policy, watch
 //!   retries and trigger gates, and the log of controller errors.
+//! - [`sweep`]: the store sweep (orphaned principals found and removed
+//!   after a grace period, orphaned buckets reported) and its audit.
 //! - `writes` (private): what every Kubernetes write shares (field manager,
 //!   patch parameters).
 //!
@@ -32,5 +34,6 @@ pub mod names;
 pub mod provisioner;
 pub(crate) mod runtime;
 pub(crate) mod server;
+pub mod sweep;
 pub(crate) mod watch;
 pub(crate) mod writes;

@@ -33,6 +33,9 @@ pub(crate) struct Shared {
     pub stop: watch::Receiver<bool>,
     /// True while this replica leads (or runs without an election).
     pub leading: watch::Receiver<bool>,
+    /// The store sweep's timing; `None`: no sweep. A family whose sweep
+    /// source needs watches it would not otherwise poll polls them then.
+    pub sweep: Option<crate::core::sweep::SweepSettings>,
 }
 
 impl Shared {
@@ -61,6 +64,16 @@ pub(crate) struct Runtime {
 }
 
 impl Runtime {
+    /// Outside any controller (the audit): no lease, caches count as listed.
+    pub(crate) fn standalone(provisioner_timeout: Duration, metrics: Arc<Metrics>) -> Self {
+        Runtime {
+            leadership: None,
+            provisioner_timeout,
+            metrics,
+            synced: watch::channel(true).1,
+        }
+    }
+
     /// `Ok` unless leader election is on and this replica's lease ran out:
     /// checked before every write and provisioner call.
     pub(crate) fn ensure_leading(&self) -> Result<(), Error> {

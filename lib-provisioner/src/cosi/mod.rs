@@ -39,6 +39,7 @@ mod pass;
 mod plan;
 mod refusals;
 mod show;
+pub(crate) mod sweep;
 pub(crate) mod wiring;
 mod writes;
 

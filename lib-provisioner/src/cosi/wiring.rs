@@ -19,12 +19,14 @@ use tokio::sync::watch;
 
 use super::api::{Bucket, BucketAccess, BucketAccessClass, BucketClaim, BucketClass};
 use super::context::{CosiContext, error_policy};
+use super::sweep::CacheSource;
 use super::{CosiOptions, access, bucket, claim};
 use crate::core::backoff::Backoffs;
 use crate::core::log::log_controller_error;
 use crate::core::provisioner::Provisioner;
 use crate::core::runtime::Shared;
 use crate::core::server::Health;
+use crate::core::sweep::SweepSource;
 use crate::core::watch::backoff::watch_backoff;
 use crate::core::watch::feeds::{Watchable, strip_managed_fields, tracked};
 use crate::core::watch::triggers::{stopped, took_over, while_leading};
@@ -59,21 +61,25 @@ where
 }
 
 /// Starts the COSI controllers; resolves once they and their watches stop.
+/// With it, what the store sweep sees of this family.
 pub(crate) fn start<P: Provisioner>(
     options: CosiOptions,
     shared: Shared,
     provisioner: Arc<P>,
-) -> BoxFuture<'static, ()> {
+) -> (BoxFuture<'static, ()>, Arc<dyn SweepSource>) {
     let binding = options.binding();
+    // The sweep reads claims and classes too: their watches then run
+    // without the binding role.
+    let watch_all = binding || shared.sweep.is_some();
     let client = &shared.client;
     let health = &shared.health;
     // Subscriptions only for the controllers that run: an unread one
     // would hold its watch back. Claims and classes are watched for the
     // binding role only; without it their watches are never polled (no
     // request), and are kept out of the health (an idle watch would hide
-    // every other watch failing).
+    // every other watch failing), unless the sweep reads them.
     let idle = Arc::new(Health::new(Duration::MAX));
-    let bh = if binding { health } else { &idle };
+    let bh = if watch_all { health } else { &idle };
     let mut claims = watched::<BucketClaim>(client, bh, "BucketClaim", if binding { 2 } else { 0 });
     let mut buckets = watched::<Bucket>(client, health, "Bucket", if binding { 3 } else { 2 });
     let mut accesses =
@@ -83,6 +89,15 @@ pub(crate) fn start<P: Provisioner>(
         watched::<BucketAccessClass>(client, bh, "BucketAccessClass", usize::from(binding));
 
     let (synced_tx, synced) = watch::channel(false);
+    let source: Arc<dyn SweepSource> = Arc::new(CacheSource {
+        driver: options.driver_name().to_owned(),
+        classes: classes.store.clone(),
+        access_classes: access_classes.store.clone(),
+        claims: claims.store.clone(),
+        accesses: accesses.store.clone(),
+        buckets: buckets.store.clone(),
+        synced: synced.clone(),
+    });
     let ctx = Arc::new(CosiContext {
         recorder: Recorder::new(
             client.clone(),
@@ -190,7 +205,7 @@ pub(crate) fn start<P: Provisioner>(
 
     let ready = {
         let (b, a) = (buckets.store.clone(), accesses.store.clone());
-        let binding_stores = binding.then(|| {
+        let binding_stores = watch_all.then(|| {
             (
                 claims.store.clone(),
                 classes.store.clone(),
@@ -210,12 +225,12 @@ pub(crate) fn start<P: Provisioner>(
         }
     };
     let mut feeds = vec![buckets.feed, accesses.feed];
-    if binding {
+    if watch_all {
         feeds.extend([claims.feed, classes.feed, access_classes.feed]);
     }
     let feeds = futures::future::join_all(feeds);
     let mut stop_feeds = shared.stop.clone();
-    async move {
+    let run = async move {
         tokio::join!(
             futures::future::join_all(tasks),
             async {
@@ -227,7 +242,8 @@ pub(crate) fn start<P: Provisioner>(
             ready,
         );
     }
-    .boxed()
+    .boxed();
+    (run, source)
 }
 
 /// The claim controller (binding role): its Buckets, the BucketAccesses

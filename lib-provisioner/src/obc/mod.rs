@@ -16,5 +16,6 @@ pub mod api;
 mod metrics;
 pub(crate) mod reconcile;
 pub(crate) mod requests;
+pub(crate) mod sweep;
 pub(crate) mod wiring;
 pub(crate) mod writes;

@@ -163,9 +163,42 @@ pub(crate) struct Cli {
     )]
     pub(super) cosi_binding: bool,
 
+    /// Seconds between two sweeps of the stores: each class's store is listed and every user, policy and bucket this provisioner made is matched against the live claims and accesses by UID (users and policies without one are removed after --orphan-grace-seconds; buckets are only reported). 0: no sweep.
+    #[arg(
+        long,
+        env = "OBC_SWEEP_INTERVAL_SECONDS",
+        default_value_t = 300,
+        value_name = "SECONDS"
+    )]
+    pub(super) sweep_interval_seconds: u64,
+
+    /// Seconds a store user or policy may be without a live owner (and seen so in two sweeps) before the sweep removes it.
+    #[arg(
+        long,
+        env = "OBC_ORPHAN_GRACE_SECONDS",
+        default_value_t = 600,
+        value_name = "SECONDS"
+    )]
+    pub(super) orphan_grace_seconds: u64,
+
+    /// What to do (default: serve).
+    #[command(subcommand)]
+    pub(crate) command: Option<Command>,
+
     /// Log filter, RUST_LOG syntax: a level (info, debug) or directives (info,sample_provisioner=debug,lib_provisioner=debug).
     #[arg(long, env = "RUST_LOG", default_value = "info", value_name = "FILTER")]
     pub(super) log_level: String,
+}
+
+/// A command other than serving.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::Subcommand)]
+pub(crate) enum Command {
+    /// Print what the store sweep would do now, removing nothing: every user, policy and tagged bucket this provisioner made in each class's store, with its owner's UID and whether that owner lives (read from the API: needs the controller's list permissions). Flags before `audit` configure it as they configure serving (--provisioner-name, --namespaces, --cosi, --cosi-driver-name, --orphan-grace-seconds). Exit code 0 whatever it finds.
+    Audit {
+        /// One JSON document instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

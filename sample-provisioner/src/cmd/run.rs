@@ -47,6 +47,7 @@ pub(crate) async fn run(cli: Cli) -> Result<(), String> {
         // Greenfield bucket names are held by Leases in our own namespace.
         .bucket_name_records(cli.lease_namespace.clone())
         .dead_watch_limit(Duration::from_secs(cli.dead_watch_limit_seconds));
+    builder = sweep(builder, &cli);
     if cli.leader_elect {
         let election = LeaderElection::new(
             cli.lease_namespace.clone(),
@@ -109,6 +110,23 @@ pub(crate) async fn run(cli: Cli) -> Result<(), String> {
     match grpc {
         Some(grpc) => tokio::try_join!(controller, grpc).map(drop),
         None => controller.await,
+    }
+}
+
+/// `builder` with the store sweep's timing (`--sweep-interval-seconds 0`:
+/// none).
+pub(super) fn sweep<P: lib_provisioner::Provisioner>(
+    builder: ControllerBuilder<P>,
+    cli: &Cli,
+) -> ControllerBuilder<P> {
+    let builder = builder
+        .sweep_interval(Duration::from_secs(cli.sweep_interval_seconds))
+        .orphan_grace(Duration::from_secs(cli.orphan_grace_seconds));
+    if cli.sweep_interval_seconds == 0 {
+        warn!(target: LOG_TARGET, "the store sweep is off: a user whose owner vanished unseen (a stripped finalizer) stays in the store");
+        builder.without_sweep()
+    } else {
+        builder
     }
 }
 

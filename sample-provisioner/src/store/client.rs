@@ -130,6 +130,22 @@ impl Store {
         }
     }
 
+    /// The names of every bucket the store's credentials can see
+    /// (ListBuckets).
+    pub async fn bucket_names(&self) -> Result<Vec<String>, StoreFailure> {
+        let out = self
+            .client
+            .list_buckets()
+            .send()
+            .await
+            .map_err(|e| StoreFailure::from_sdk("ListBuckets", "", &e))?;
+        Ok(out
+            .buckets()
+            .iter()
+            .filter_map(|b| b.name().map(str::to_owned))
+            .collect())
+    }
+
     /// Whether the bucket holds no object other than the marker.
     pub async fn is_empty(&self, bucket: &str) -> Result<bool, StoreFailure> {
         let page = self

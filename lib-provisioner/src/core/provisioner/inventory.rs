@@ -111,6 +111,12 @@ pub struct InventoryRequest {
     pub class_name: String,
     /// Its parameters.
     pub parameters: BTreeMap<String, String>,
+    /// Its kind (`StorageClass`, `BucketClass`, `BucketAccessClass`; empty
+    /// if not told). List what you make for objects served through this
+    /// kind of class: a family the library does not serve in this process
+    /// (COSI served by upstream's sidecar, say) lends no classes, so what
+    /// you made for it is never listed, and never taken for an orphan.
+    pub class_kind: String,
     /// The UIDs of every live owner the library knows (claims,
     /// ObjectBuckets' claims, BucketClaims, BucketAccesses): a provisioner
     /// whose names are derived from a UID (a digest, say) resolves them
@@ -125,8 +131,15 @@ impl InventoryRequest {
         Self {
             class_name: class_name.into(),
             parameters,
+            class_kind: String::new(),
             owners: BTreeSet::new(),
         }
+    }
+
+    /// Of a class of kind `kind`.
+    pub fn with_class_kind(mut self, kind: impl Into<String>) -> Self {
+        self.class_kind = kind.into();
+        self
     }
 
     /// With the live owners' UIDs.
@@ -137,8 +150,9 @@ impl InventoryRequest {
 }
 
 /// What [`Provisioner::remove_orphan`](super::Provisioner::remove_orphan)
-/// removes: one principal the sweep found without a live owner, on the
-/// store `parameters` reach.
+/// removes: one principal or policy the sweep found without a live owner
+/// past its grace period (or a bucket whose store recorded reclaim policy
+/// `Delete`), on the store `parameters` reach.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct OrphanRemoval {
@@ -146,6 +160,8 @@ pub struct OrphanRemoval {
     pub class_name: String,
     /// Its parameters.
     pub parameters: BTreeMap<String, String>,
+    /// Its kind, as in [`InventoryRequest::class_kind`].
+    pub class_kind: String,
     /// What to remove, as [`Provisioner::inventory`](super::Provisioner::inventory) listed it.
     pub made: Made,
 }
@@ -156,6 +172,7 @@ impl OrphanRemoval {
         Self {
             class_name: request.class_name.clone(),
             parameters: request.parameters.clone(),
+            class_kind: request.class_kind.clone(),
             made,
         }
     }

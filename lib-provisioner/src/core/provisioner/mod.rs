@@ -318,11 +318,12 @@ pub trait Provisioner: Send + Sync + 'static {
         ))
     }
 
-    /// Remove one principal [`inventory`](Self::inventory) listed and the
-    /// sweep found without a live owner for longer than its grace period
-    /// (its policy with it). Already gone is `Ok(())`. Remove nothing but
-    /// `req.made`, and re-check from the store that it is still what you
-    /// listed.
+    /// Remove one principal or policy [`inventory`](Self::inventory)
+    /// listed and the sweep found without a live owner for longer than its
+    /// grace period (a principal's policy with it), or a bucket the store
+    /// recorded reclaim policy `Delete` with. Already gone is `Ok(())`.
+    /// Remove nothing but `req.made`, and re-check from the store that it
+    /// is still what you listed (a bucket: still recorded `Delete`).
     ///
     /// The default removes nothing and says so.
     async fn remove_orphan(&self, req: &OrphanRemoval) -> Result<(), ProvisionError> {

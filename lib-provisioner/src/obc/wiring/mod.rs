@@ -25,20 +25,22 @@ use crate::core::backoff::Backoffs;
 use crate::core::names;
 use crate::core::provisioner::Provisioner;
 use crate::core::runtime::Shared;
+use crate::core::sweep::SweepSource;
 use crate::obc::api::ObjectBucket;
 use crate::obc::metrics::ClaimPhases;
 use crate::obc::reconcile::{ChildStores, Context};
+use crate::obc::sweep::CacheSource;
 
 /// Builds the caches, the context and every task (claim controller, the
 /// ObjectBucket reconciler, the reconnect retrier, readiness) and joins
-/// them. Longer than the other functions on purpose: it is the one place
+/// them; with them, what the store sweep sees of this family. Longer than the other functions on purpose: it is the one place
 /// the pieces are put together, in the order their subscriptions and
 /// channels must be taken, and reads top to bottom as that order.
 pub(crate) fn start<P: Provisioner>(
     settings: Settings,
     shared: Shared,
     provisioner: Arc<P>,
-) -> BoxFuture<'static, ()> {
+) -> (BoxFuture<'static, ()>, Arc<dyn SweepSource>) {
     let label = names::provisioner_label_value(&settings.provisioner_name);
     let namespaces = settings.scope.namespaces();
     let mut caches = caches::SharedCaches::new(&shared.client, &shared.health);
@@ -55,6 +57,13 @@ pub(crate) fn start<P: Provisioner>(
     shared.metrics.add_gauge(ClaimPhases(claims.clone()));
 
     let (synced_tx, synced_rx) = watch::channel(false);
+    let source: Arc<dyn SweepSource> = Arc::new(CacheSource {
+        provisioner_name: settings.provisioner_name.clone(),
+        classes: caches.classes.clone(),
+        claims: claims.clone(),
+        buckets: caches.buckets.clone(),
+        synced: synced_rx.clone(),
+    });
     let config = kube::runtime::controller::Config::default().concurrency(shared.concurrency);
     let ctx = context(
         settings,
@@ -106,7 +115,7 @@ pub(crate) fn start<P: Provisioner>(
     );
     let feeds = caches.feeds;
     let mut stop_feeds = stop;
-    async move {
+    let run = async move {
         tokio::join!(
             futures::future::join_all(tasks),
             async {
@@ -118,7 +127,8 @@ pub(crate) fn start<P: Provisioner>(
             ready,
         );
     }
-    .boxed()
+    .boxed();
+    (run, source)
 }
 
 /// What every reconcile reads: the client, the provisioner, the caches,

@@ -1,0 +1,426 @@
+//! The store sweep against a tenant who is faster than the controller:
+//! the finalizers of a BucketAccess and its access Secret (or of a
+//! BucketClaim with its BucketAccesses) stripped and all deleted in
+//! back-to-back requests, with no wait. The controller never sees a
+//! deletion to act on; the sweep finds the store user without a live owner
+//! and removes it within interval + grace (+ slack), while a live grant
+//! and a live ObjectBucketClaim's user on the same store keep working
+//! across the sweeps, and the audit shows the orphan before
+//! and nothing after. The sample runs in-process on RustFS with a real
+//! apiserver; a missing RustFS or apiserver fails the tests.
+//!
+//! `OBC_TEST_SWEEP_OFF=1` runs the same with the sweep turned off: the
+//! first test then fails (the keys keep working), which is the attack.
+
+#![allow(clippy::unwrap_used)] // tests may unwrap; the library may not
+
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use aws_sdk_s3::primitives::ByteStream;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use lib_provisioner::ControllerBuilder;
+use lib_provisioner::api::{ObjectBucketClaim, ObjectBucketClaimSpec};
+use lib_provisioner::cosi::CosiOptions;
+use lib_provisioner::provisioner::MadeKind;
+use lib_provisioner::sweep::{Audit, Decision};
+use obc_tests::cosi_e2e::{
+    ACCESS_CLASS, AccessKeys, CosiSuite, DELETE_CLASS, DRIVER, Kind, access_keys, access_of, api,
+    claim_of_class, create, wait_ready,
+};
+use obc_tests::reliability::{
+    PROVISIONER, RUSTFS_ADMIN_SECRET, SYSTEM_NAMESPACE, claim_bucket, claim_keys, create_class,
+    wait_all_bound,
+};
+use obc_tests::setup::sample_provisioner_binary;
+use obc_tests::wait_for;
+use sample_provisioner::S3Provisioner;
+use serde_json::json;
+use tokio::sync::watch;
+
+const NS: &str = "shop";
+/// A per-claim StorageClass on the same store.
+const OBC_CLASS: &str = "s3-per-claim";
+const INTERVAL: Duration = Duration::from_secs(2);
+const GRACE: Duration = Duration::from_secs(4);
+/// Two sweeps past the grace, and room for a slow machine.
+const SLACK: Duration = Duration::from_secs(20);
+
+/// The suite, with the sample's controller running in this process.
+struct Swept {
+    suite: CosiSuite,
+    grace: Duration,
+    stop: watch::Sender<bool>,
+    controller: tokio::task::JoinHandle<()>,
+}
+
+fn builder(client: &Client, grace: Duration) -> Result<ControllerBuilder<S3Provisioner>> {
+    let builder = ControllerBuilder::new(PROVISIONER, S3Provisioner::new(client.clone()))
+        .cosi(CosiOptions::new(DRIVER)?)
+        .sweep_interval(INTERVAL)
+        .orphan_grace(grace);
+    Ok(if std::env::var_os("OBC_TEST_SWEEP_OFF").is_some() {
+        builder.without_sweep()
+    } else {
+        builder
+    })
+}
+
+impl Swept {
+    async fn start(tag: &str, grace: Duration) -> Result<Self> {
+        let suite = CosiSuite::start("unused", tag).await?;
+        let client = suite.admin.clone();
+        Api::<Namespace>::all(client.clone())
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({"metadata": {"name": NS}}))?,
+            )
+            .await?;
+        let (stop, stopped) = watch::channel(false);
+        let run = builder(&client, grace)?.run(client, async move {
+            let mut stopped = stopped;
+            let _ = stopped.wait_for(|s| *s).await;
+        });
+        let controller = tokio::spawn(async move {
+            if let Err(e) = run.await {
+                panic!("the controller stopped: {e}");
+            }
+        });
+        Ok(Self {
+            suite,
+            grace,
+            stop,
+            controller,
+        })
+    }
+
+    fn client(&self) -> &Client {
+        &self.suite.admin
+    }
+
+    /// A claim of the Delete class and one read-write access to it; the
+    /// access's keys, once they write.
+    async fn grant(&self, claim: &str, access: &str) -> Result<AccessKeys> {
+        let c = self.client();
+        if api(c, Kind::BucketClaim, NS)
+            .get_opt(claim)
+            .await?
+            .is_none()
+        {
+            create(
+                c,
+                Kind::BucketClaim,
+                NS,
+                claim,
+                claim_of_class(DELETE_CLASS),
+            )
+            .await?;
+        }
+        let secret = format!("{access}-keys");
+        let body = access_of(ACCESS_CLASS, &[(claim, "ReadWrite", &secret)]);
+        create(c, Kind::BucketAccess, NS, access, body).await?;
+        wait_ready(c, Kind::BucketAccess, NS, access, Duration::from_secs(60)).await?;
+        let keys = access_keys(c, NS, &secret).await?;
+        anyhow::ensure!(writes(&keys).await, "a fresh grant's keys must write");
+        Ok(keys)
+    }
+
+    /// An ObjectBucketClaim of a per-claim StorageClass on the same store,
+    /// Bound; its keys, once they write.
+    async fn obc_claim(&self, name: &str) -> Result<AccessKeys> {
+        let c = self.client();
+        let endpoint = self.suite.store.endpoint().trim_end_matches('/').to_owned();
+        create_class(
+            c,
+            OBC_CLASS,
+            PROVISIONER,
+            "Delete",
+            [
+                ("endpoint", endpoint.as_str()),
+                ("adminSecretName", RUSTFS_ADMIN_SECRET),
+                ("adminSecretNamespace", SYSTEM_NAMESPACE),
+            ],
+        )
+        .await?;
+        let spec = ObjectBucketClaimSpec {
+            storage_class_name: OBC_CLASS.into(),
+            generate_bucket_name: Some(name.into()),
+            ..Default::default()
+        };
+        Api::<ObjectBucketClaim>::namespaced(c.clone(), NS)
+            .create(&PostParams::default(), &ObjectBucketClaim::new(name, spec))
+            .await?;
+        wait_all_bound(c, NS, &[name.to_owned()], Duration::from_secs(60)).await?;
+        let (key_id, secret) = claim_keys(c, NS, name).await?;
+        let keys = AccessKeys {
+            bucket: claim_bucket(c, NS, name).await?,
+            endpoint,
+            region: "us-east-1".into(),
+            addressing_style: "path".into(),
+            key_id,
+            secret,
+        };
+        anyhow::ensure!(writes(&keys).await, "a fresh claim's keys must write");
+        Ok(keys)
+    }
+
+    /// The audit, as an operator runs it (from the API, removing nothing).
+    async fn audit(&self) -> Result<Audit> {
+        Ok(builder(self.client(), self.grace)?
+            .audit(self.client().clone())
+            .await?)
+    }
+
+    /// `sample-provisioner audit` (with `--json` if `json`), under the
+    /// provisioner's ServiceAccount: what it prints.
+    async fn audit_command(&self, json: bool) -> Result<String> {
+        let bin = sample_provisioner_binary()?;
+        let mut cmd = tokio::process::Command::new(&bin);
+        cmd.env("KUBECONFIG", &self.suite.launch.kubeconfig)
+            .env("RUST_LOG", "warn")
+            .args(["--cosi", "on", "--cosi-driver-name", DRIVER])
+            .args(["--orphan-grace-seconds", &self.grace.as_secs().to_string()])
+            .arg("audit");
+        if json {
+            cmd.arg("--json");
+        }
+        let out = cmd.output().await?;
+        let stdout = String::from_utf8(out.stdout)?;
+        anyhow::ensure!(
+            out.status.success(),
+            "{} audit failed: {}{stdout}",
+            bin.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok(stdout)
+    }
+
+    async fn stop(self) {
+        let _ = self.stop.send(true);
+        let _ = self.controller.await;
+        self.suite.store.stop().await;
+    }
+}
+
+/// Whether the keys still write their bucket.
+async fn writes(keys: &AccessKeys) -> bool {
+    keys.s3()
+        .put_object()
+        .bucket(&keys.bucket)
+        .key("probe")
+        .body(ByteStream::from_static(b"probe"))
+        .send()
+        .await
+        .is_ok()
+}
+
+/// The tenant's fast strip: every finalizer gone, then every object
+/// deleted, each batch sent at once, no wait in between (an object already
+/// gone is no error: the tenant does not care).
+async fn strip_and_delete(client: &Client, objects: &[(Option<Kind>, &str)]) -> Result<()> {
+    let strip = Patch::Merge(json!({"metadata": {"finalizers": null}}));
+    let pp = PatchParams::default();
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
+    let gone_is_fine = |r: kube::Result<()>| match r {
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        other => other,
+    };
+    let patches = objects.iter().map(|(kind, name)| {
+        let (secrets, strip, pp) = (&secrets, &strip, &pp);
+        async move {
+            match kind {
+                Some(k) => api(client, *k, NS).patch(name, pp, strip).await.map(drop),
+                None => secrets.patch(name, pp, strip).await.map(drop),
+            }
+        }
+    });
+    for r in futures::future::join_all(patches).await {
+        gone_is_fine(r)?;
+    }
+    let deletes = objects.iter().map(|(kind, name)| {
+        let secrets = &secrets;
+        async move {
+            let dp = DeleteParams::default();
+            match kind {
+                Some(k) => api(client, *k, NS).delete(name, &dp).await.map(drop),
+                None => secrets.delete(name, &dp).await.map(drop),
+            }
+        }
+    });
+    for r in futures::future::join_all(deletes).await {
+        gone_is_fine(r)?;
+    }
+    Ok(())
+}
+
+/// Waits until `keys` no longer write; fails after interval + grace + slack.
+async fn wait_denied(keys: &AccessKeys, since: Instant, grace: Duration) -> Result<Duration> {
+    let bound = INTERVAL + grace + SLACK;
+    wait_for(bound, "the orphaned keys to be denied", || async {
+        Ok((!writes(keys).await).then_some(()))
+    })
+    .await?;
+    Ok(since.elapsed())
+}
+
+fn orphans(audit: &Audit, kind: MadeKind) -> Vec<String> {
+    audit
+        .plan
+        .items
+        .iter()
+        .filter(|i| i.made.kind == kind && i.decision.is_orphan())
+        .map(|i| i.made.name.clone())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_fast_stripped_bucket_access_loses_its_keys_and_a_live_grant_keeps_its_own() -> Result<()>
+{
+    let t = Swept::start("sweep-access", GRACE).await?;
+    let result = async {
+        let kept = t.grant("photos", "keeper").await?;
+        let gone = t.grant("photos", "app").await?;
+        let ledger = t.obc_claim("ledger").await?;
+        let before = t.audit().await?;
+        anyhow::ensure!(
+            !before.has_orphans(),
+            "nothing is orphaned yet:\n{before}"
+        );
+        let started = Instant::now();
+        strip_and_delete(
+            t.client(),
+            &[(Some(Kind::BucketAccess), "app"), (None, "app-keys")],
+        )
+        .await?;
+        // (c) The audit names the orphan before the sweep removes it.
+        let audit = t.audit().await?;
+        let users = orphans(&audit, MadeKind::Principal);
+        anyhow::ensure!(
+            users == [gone.key_id.clone()],
+            "the audit must show exactly the stripped access's user as an orphan, not {users:?}:\n{audit}"
+        );
+        let took = wait_denied(&gone, started, t.grace).await?;
+        println!("the stripped access's keys were denied {took:?} after the strip");
+        // (d) The live grant keeps working across several more sweeps.
+        for _ in 0..3 {
+            tokio::time::sleep(INTERVAL).await;
+            anyhow::ensure!(writes(&kept).await, "a live grant's keys were cut off");
+            anyhow::ensure!(writes(&ledger).await, "a live claim's keys were cut off");
+        }
+        let after = t.audit().await?;
+        for kind in [MadeKind::Principal, MadeKind::Policy] {
+            let left = orphans(&after, kind);
+            anyhow::ensure!(left.is_empty(), "{kind}s still orphaned: {left:?}\n{after}");
+        }
+        let owned: Vec<_> = after
+            .plan
+            .items
+            .iter()
+            .filter(|i| i.decision == Decision::Owned && i.made.kind == MadeKind::Principal)
+            .map(|i| i.made.name.clone())
+            .collect();
+        let mut expected = vec![kept.key_id.clone(), ledger.key_id.clone()];
+        expected.sort();
+        anyhow::ensure!(owned == expected, "owned users: {owned:?}\n{after}");
+        Ok(())
+    }
+    .await;
+    t.stop().await;
+    result
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_fast_stripped_bucket_claim_and_its_accesses_lose_their_keys() -> Result<()> {
+    let t = Swept::start("sweep-claim", GRACE).await?;
+    let result = async {
+        let kept = t.grant("other", "keeper").await?;
+        let first = t.grant("photos", "app").await?;
+        let second = t.grant("photos", "backup").await?;
+        let started = Instant::now();
+        strip_and_delete(
+            t.client(),
+            &[
+                (Some(Kind::BucketAccess), "app"),
+                (Some(Kind::BucketAccess), "backup"),
+                (None, "app-keys"),
+                (None, "backup-keys"),
+                (Some(Kind::BucketClaim), "photos"),
+            ],
+        )
+        .await?;
+        for keys in [&first, &second] {
+            let took = wait_denied(keys, started, t.grace).await?;
+            println!("keys denied {took:?} after the strip");
+        }
+        anyhow::ensure!(writes(&kept).await, "a live grant's keys were cut off");
+        let after = t.audit().await?;
+        let left = orphans(&after, MadeKind::Principal);
+        anyhow::ensure!(left.is_empty(), "users still orphaned: {left:?}\n{after}");
+        Ok(())
+    }
+    .await;
+    t.stop().await;
+    result
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_audit_command_prints_the_orphan_before_the_sweep_removes_it_and_nothing_after()
+-> Result<()> {
+    // A grace long enough for two runs of the command before the removal.
+    let grace = Duration::from_secs(20);
+    let t = Swept::start("sweep-audit", grace).await?;
+    let result = async {
+        let kept = t.grant("photos", "keeper").await?;
+        let gone = t.grant("photos", "app").await?;
+        let started = Instant::now();
+        strip_and_delete(
+            t.client(),
+            &[(Some(Kind::BucketAccess), "app"), (None, "app-keys")],
+        )
+        .await?;
+        let table = t.audit_command(false).await?;
+        println!("{table}");
+        let line = table
+            .lines()
+            .find(|l| l.contains(&gone.key_id))
+            .unwrap_or_default();
+        anyhow::ensure!(
+            line.contains("orphan: removed after the grace period"),
+            "the table must list the stripped access's user as an orphan:\n{table}"
+        );
+        anyhow::ensure!(
+            table
+                .lines()
+                .any(|l| l.contains(&kept.key_id) && l.contains("owned")),
+            "the live grant's user is owned:\n{table}"
+        );
+        anyhow::ensure!(
+            started.elapsed() < grace,
+            "the command took too long to test this"
+        );
+        let json: serde_json::Value = serde_json::from_str(&t.audit_command(true).await?)?;
+        let orphan = json["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|i| i["name"] == gone.key_id.as_str())
+            .cloned()
+            .unwrap_or_default();
+        anyhow::ensure!(
+            orphan["decision"] == "waiting" && orphan["kind"] == "principal",
+            "JSON: {json:#}"
+        );
+        wait_denied(&gone, started, t.grace).await?;
+        let table = t.audit_command(false).await?;
+        anyhow::ensure!(
+            !table.contains(&gone.key_id) && !table.contains("orphan"),
+            "nothing orphaned is left after the sweep:\n{table}"
+        );
+        Ok(())
+    }
+    .await;
+    t.stop().await;
+    result
+}
