@@ -13,10 +13,11 @@ use serde_json::json;
 use super::grant_plan::{self, Observed, Step};
 use crate::core::error::Error;
 use crate::core::provisioner::{
-    AccessGrant, AccessMode, AccessRequest, AccessRevocation, ClaimIdentity, Provisioner,
+    AccessGrant, AccessMode, AccessRequest, AccessRevocation, AccessedBucket, ClaimIdentity,
+    Provisioner,
 };
 use crate::cosi::api::{
-    AuthenticationType, Bucket, BucketAccess, BucketAccessMode, FINALIZER,
+    AuthenticationType, Bucket, BucketAccess, BucketAccessClass, BucketAccessMode, FINALIZER,
     SIDECAR_CLEANUP_FINISHED_ANNOTATION, account_name_for_access,
 };
 use crate::cosi::context::CosiContext;
@@ -80,10 +81,21 @@ async fn observe<P>(
         let secret = writes::get(&secrets_api, &name, "read an access Secret").await?;
         secrets.push((name, secret));
     }
+    // The class is asked again only where a grant may follow.
+    let ready = access.status.as_ref().is_some_and(|s| s.ready_to_use);
+    let class = if access.metadata.deletion_timestamp.is_none() && memory.grant.is_none() && !ready
+    {
+        let classes: Api<BucketAccessClass> = Api::all(ctx.client.clone());
+        let name = &access.spec.bucket_access_class_name;
+        writes::get(&classes, name, "read the BucketAccessClass").await?
+    } else {
+        None
+    };
     Ok(Observed {
         access,
         buckets,
         secrets,
+        class,
         driver: ctx.driver.clone(),
         grant: memory.grant.clone(),
         written: memory.written.clone(),
@@ -109,10 +121,10 @@ async fn execute<P: Provisioner>(
             writes::create(&secrets, &reserved, "reserve an access Secret").await?;
             failpoint::hit("cosi-after-secret-reserved");
         }
-        Step::Grant => return Ok(grant(ctx, a, memory).await.err()),
+        Step::Grant => return Ok(grant(ctx, o, memory).await.err()),
         Step::RecordAccount(id) => {
             let patch = json!({"status": {"accountID": id}});
-            writes::patch_status(api, &a.name_any(), &patch, "record the account").await?;
+            writes::patch_status(api, a, &patch, "record the account").await?;
             failpoint::hit("cosi-after-account-recorded");
         }
         Step::WriteSecret(name) => {
@@ -128,13 +140,13 @@ async fn execute<P: Provisioner>(
         Step::MarkReady => {
             let patch = json!({"status": {"readyToUse": true, "error": null}});
             let action = "mark the BucketAccess ready";
-            writes::patch_status(api, &a.name_any(), &patch, action).await?;
+            writes::patch_status(api, a, &patch, action).await?;
             failpoint::hit("cosi-after-access-ready");
         }
         Step::MarkNotReady => {
             let patch = json!({"status": {"readyToUse": false}});
             let action = "mark the BucketAccess not ready";
-            writes::patch_status(api, &a.name_any(), &patch, action).await?;
+            writes::patch_status(api, a, &patch, action).await?;
         }
         Step::DeleteSecret(name) => {
             writes::delete(&secrets, secret_of(o, &name)?, "delete an access Secret").await?;
@@ -157,10 +169,11 @@ async fn execute<P: Provisioner>(
 /// `grant_access`; its answer is this pass's until the next grant.
 async fn grant<P: Provisioner>(
     ctx: &CosiContext<P>,
-    a: &BucketAccess,
+    o: &Observed,
     memory: &mut Memory,
 ) -> Result<(), Halt> {
-    let req = access_request(a);
+    let a = &o.access;
+    let req = access_request(a, &o.buckets);
     let call = ctx.provisioner.grant_access(&req);
     let grant = ctx
         .call(&a.metadata, "grant_access", call)
@@ -241,8 +254,10 @@ fn mode(m: BucketAccessMode) -> AccessMode {
 }
 
 /// The request: the buckets recorded at the hand-off (never the spec's
-/// claim names), each in the mode its claim entry asks.
-fn access_request(a: &BucketAccess) -> AccessRequest {
+/// claim names), each in the mode its claim entry asks, with the
+/// parameters its Bucket was made with (`buckets`, in the same order,
+/// checked by the plan to be the ones recorded).
+fn access_request(a: &BucketAccess, buckets: &[Option<Bucket>]) -> AccessRequest {
     let status = a.status.clone().unwrap_or_default();
     let mut req = AccessRequest::new(
         principal(a),
@@ -250,7 +265,7 @@ fn access_request(a: &BucketAccess) -> AccessRequest {
     )
     .with_class_name(a.spec.bucket_access_class_name.clone())
     .with_parameters(status.parameters.unwrap_or_default());
-    for accessed in status.accessed_buckets.iter().flatten() {
+    for (accessed, bucket) in status.accessed_buckets.iter().flatten().zip(buckets) {
         let asked = a
             .spec
             .bucket_claims
@@ -259,7 +274,10 @@ fn access_request(a: &BucketAccess) -> AccessRequest {
         // The plan refuses a hand-off whose buckets do not match the
         // claims; ReadOnly is the narrowest mode should that ever change.
         let m = asked.map_or(AccessMode::ReadOnly, |c| mode(c.access_mode));
-        req = req.with_bucket(accessed.bucket_id.clone(), m);
+        let made_with = bucket.as_ref().and_then(|b| b.spec.parameters.clone());
+        let entry = AccessedBucket::new(accessed.bucket_id.clone(), m)
+            .with_bucket_parameters(made_with.unwrap_or_default());
+        req = req.with_accessed_bucket(entry);
     }
     req
 }
