@@ -325,3 +325,44 @@ fn secret_data(o: &Observed, name: &str) -> Option<BTreeMap<String, String>> {
         auth,
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cosi::api::{BucketAccessStatus, BucketSpec};
+
+    /// Issue 36, item 5: each bucket of the request carries the parameters
+    /// its Bucket was made with, where the provisioner finds its store.
+    #[test]
+    fn the_request_carries_each_buckets_own_parameters() {
+        let mut a = BucketAccess::new(
+            "reader",
+            serde_json::from_value(json!({
+                "bucketClaims": [{"bucketClaimName": "photos", "accessMode": "ReadOnly", "accessSecretName": "s"}],
+                "bucketAccessClassName": "x", "protocol": "S3"
+            }))
+            .expect("spec"),
+        );
+        a.status = Some(BucketAccessStatus {
+            accessed_buckets: Some(vec![crate::cosi::api::AccessedBucket {
+                bucket_name: "legacy".into(),
+                bucket_id: "photos".into(),
+                bucket_claim_name: "photos".into(),
+            }]),
+            parameters: Some([("endpoint".to_owned(), "http://x".to_owned())].into()),
+            ..Default::default()
+        });
+        let spec: BucketSpec = serde_json::from_value(json!({
+            "driverName": "d", "deletionPolicy": "Retain",
+            "parameters": {"endpoint": "http://y"},
+            "bucketClaimRef": {"name": "photos", "namespace": "shop"}
+        }))
+        .expect("Bucket spec");
+        let req = access_request(&a, &[Some(Bucket::new("legacy", spec))]);
+        assert_eq!(req.parameters["endpoint"], "http://x");
+        assert_eq!(req.buckets.len(), 1);
+        assert_eq!(req.buckets[0].bucket_name, "photos");
+        assert_eq!(req.buckets[0].mode, AccessMode::ReadOnly);
+        assert_eq!(req.buckets[0].bucket_parameters["endpoint"], "http://y");
+    }
+}
