@@ -30,9 +30,10 @@ pub(crate) struct Observed {
     /// In `spec.bucketClaims` order.
     pub claims: Vec<ClaimSeen>,
     /// Of a deleting BucketAccess handed to a driver: the names of its
-    /// access Secrets that still exist under its controller reference (by
-    /// UID). The driver reserved them, with its finalizer, before it
-    /// granted, and releases them before it revokes.
+    /// access Secrets that driver still holds (under a controller
+    /// reference to its UID; for a driver we do not run, also any still
+    /// carrying the driver's finalizer). The driver reserved them, with its
+    /// finalizer, before it granted, and releases them before it revokes.
     pub secrets_held: Vec<String>,
 }
 
@@ -63,7 +64,7 @@ pub(crate) fn next_step(o: &Observed) -> Next<Step> {
         // only once the Secrets it reserved are gone too.
         if let (Some(driver), Some(secret)) = (handed_to(a), o.secrets_held.first()) {
             return Next::Wait(format!(
-                "waiting for driver {driver} to finish its cleanup: access Secret {secret} still exists"
+                "waiting for driver {driver} to finish its cleanup: access Secret {secret} still exists (the driver deletes it)"
             ));
         }
         return Next::Step(Step::RemoveFinalizer);

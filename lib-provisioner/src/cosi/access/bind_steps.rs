@@ -18,6 +18,7 @@ use crate::cosi::claim::plan::bucket_name;
 use crate::cosi::context::CosiContext;
 use crate::cosi::failpoint;
 use crate::cosi::pass::{self, Progress};
+use crate::cosi::plan::has_finalizer;
 use crate::cosi::show::Halt;
 use crate::cosi::writes;
 
@@ -70,22 +71,31 @@ async fn observe<P>(ctx: &CosiContext<P>, access: BucketAccess) -> Result<Observ
     })
 }
 
-/// Of a deleting BucketAccess handed to a driver, its access Secrets still
-/// under its controller reference (read only then: nothing else needs them).
+/// Of a deleting BucketAccess handed to a driver, its access Secrets that
+/// driver still holds (read only then: nothing else needs them): under a
+/// controller reference to its UID, or, for a driver this process does not
+/// run, still carrying the driver's finalizer (a deletion with
+/// `propagationPolicy: Orphan` strips the reference, not the finalizer).
 async fn held_secrets<P>(
     ctx: &CosiContext<P>,
     access: &BucketAccess,
 ) -> Result<Vec<String>, Error> {
-    if access.metadata.deletion_timestamp.is_none() || bind_plan::handed_to(access).is_none() {
+    let Some(driver) = bind_plan::handed_to(access) else {
+        return Ok(Vec::new());
+    };
+    if access.metadata.deletion_timestamp.is_none() {
         return Ok(Vec::new());
     }
+    let foreign = driver != ctx.driver;
     let secrets: Api<Secret> =
         Api::namespaced(ctx.client.clone(), &access.namespace().unwrap_or_default());
     let mut held = Vec::new();
     for entry in &access.spec.bucket_claims {
         let name = &entry.access_secret_name;
         let secret = writes::get(&secrets, name, "read an access Secret").await?;
-        if secret.is_some_and(|s| controlled_by(&s, access)) {
+        if secret
+            .is_some_and(|s| controlled_by(&s, access) || (foreign && has_finalizer(&s.metadata)))
+        {
             held.push(name.clone());
         }
     }

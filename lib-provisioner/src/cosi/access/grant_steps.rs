@@ -81,10 +81,7 @@ async fn observe<P>(
         let secret = writes::get(&secrets_api, &name, "read an access Secret").await?;
         secrets.push((name, secret));
     }
-    // The class is asked again only where a grant may follow.
-    let ready = access.status.as_ref().is_some_and(|s| s.ready_to_use);
-    let class = if access.metadata.deletion_timestamp.is_none() && memory.grant.is_none() && !ready
-    {
+    let class = if may_grant(&access, &secrets, memory) {
         let classes: Api<BucketAccessClass> = Api::all(ctx.client.clone());
         let name = &access.spec.bucket_access_class_name;
         writes::get(&classes, name, "read the BucketAccessClass").await?
@@ -101,6 +98,19 @@ async fn observe<P>(
         written: memory.written.clone(),
         revoked: memory.revoked,
     })
+}
+
+/// Whether the plan may call for a grant (then it checks the class, which
+/// is read only then): not deleting, no grant in this pass, and not
+/// settled (ready, account recorded, every Secret there).
+fn may_grant(access: &BucketAccess, secrets: &[(String, Option<Secret>)], memory: &Memory) -> bool {
+    let status = access.status.clone().unwrap_or_default();
+    let present = secrets.iter().all(|(_, s)| {
+        s.as_ref()
+            .is_some_and(|s| s.metadata.deletion_timestamp.is_none())
+    });
+    let settled = status.ready_to_use && status.account_id.is_some() && present;
+    access.metadata.deletion_timestamp.is_none() && memory.grant.is_none() && !settled
 }
 
 async fn execute<P: Provisioner>(
@@ -364,5 +374,33 @@ mod tests {
         assert_eq!(req.buckets[0].bucket_name, "photos");
         assert_eq!(req.buckets[0].mode, AccessMode::ReadOnly);
         assert_eq!(req.buckets[0].bucket_parameters["endpoint"], "http://y");
+    }
+
+    /// The class is read for every pass that may grant, a ready access
+    /// whose Secret was deleted (granted again) included; not for a
+    /// settled or deleting one.
+    #[test]
+    fn the_class_is_read_wherever_a_grant_may_follow() {
+        let mut a = BucketAccess::new(
+            "reader",
+            serde_json::from_value(json!({
+                "bucketClaims": [], "bucketAccessClassName": "x", "protocol": "S3"
+            }))
+            .expect("spec"),
+        );
+        a.status = Some(BucketAccessStatus {
+            ready_to_use: true,
+            account_id: Some("ba-1".into()),
+            ..Default::default()
+        });
+        let memory = Memory::default();
+        let there = vec![("s".to_owned(), Some(Secret::default()))];
+        let gone = vec![("s".to_owned(), None)];
+        assert!(!may_grant(&a, &there, &memory), "settled");
+        assert!(may_grant(&a, &gone, &memory), "a Secret to write again");
+        a.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+        ));
+        assert!(!may_grant(&a, &gone, &memory), "deleting");
     }
 }
