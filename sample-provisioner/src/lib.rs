@@ -3,6 +3,8 @@
 //!
 //! - [`access`]: credentials mode, access mode and quota options.
 //! - [`admin`]: a client for the MinIO admin API (users, policies, quotas).
+//! - [`bucket_records`]: what a grant takes from its buckets' records (their
+//!   store, read-only).
 //! - [`params`]: the StorageClass parameters, parsed and checked.
 //! - [`store`]: bucket operations and the ownership record (tag or marker).
 //! - [`credentials`]: who gets which credentials ([`credentials::CredentialIssuer`]).
@@ -20,6 +22,7 @@
 
 pub mod access;
 pub mod admin;
+pub mod bucket_records;
 pub mod credentials;
 pub mod errors;
 pub mod http;

@@ -71,10 +71,16 @@ pub(crate) async fn run<P, T: Pass<P>>(
     let api = T::api(ctx, obj)?;
     let (name, key) = (obj.name_any(), backoff_key(obj));
     let mut pass = T::default();
+    let mut uid = None;
     for _ in 0..MAX_STEPS {
         let Some(current) = writes::get(&api, &name, T::READ).await? else {
             return Ok(Action::await_change());
         };
+        if replaced(&mut uid, current.meta()) {
+            // Deleted and re-created under the same name: what this pass
+            // learnt (a grant, a revocation) was the old object's.
+            pass = T::default();
+        }
         match pass.round(ctx, &api, &current).await? {
             Progress::Stepped => {}
             Progress::Done => {
@@ -91,6 +97,14 @@ pub(crate) async fn run<P, T: Pass<P>>(
         }
     }
     Err(Error::NoConvergence(MAX_STEPS))
+}
+
+/// Whether the object read now is another than the one this pass read
+/// before (by UID); remembers its UID.
+fn replaced(seen: &mut Option<String>, meta: &ObjectMeta) -> bool {
+    let other = seen.is_some() && *seen != meta.uid;
+    seen.clone_from(&meta.uid);
+    other
 }
 
 /// The end of a round: the step a plan picked, taken with `execute` while
@@ -137,5 +151,26 @@ fn retry_after<P>(ctx: &CosiContext<P>, key: &str, meta: &ObjectMeta, halt: &Hal
         standing.map_or(REFUSED_RETRY, |d| d.max(Duration::from_secs(1)))
     } else {
         ctx.backoff.next(key)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 36, item 4: a pass's memory (the grant it got, the Secrets it
+    /// wrote, its revocation) is the object's it was learnt on, by UID.
+    #[test]
+    fn a_replacement_under_the_same_name_starts_the_pass_afresh() {
+        let meta = |uid: &str| ObjectMeta {
+            name: Some("a".into()),
+            uid: Some(uid.into()),
+            ..Default::default()
+        };
+        let mut seen = None;
+        assert!(!replaced(&mut seen, &meta("u1")), "the first read");
+        assert!(!replaced(&mut seen, &meta("u1")), "the same object");
+        assert!(replaced(&mut seen, &meta("u2")), "a replacement");
+        assert!(!replaced(&mut seen, &meta("u2")));
     }
 }

@@ -3,7 +3,7 @@
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType};
-use kube::{Api, Resource, ResourceExt};
+use kube::{Api, Resource};
 use serde_json::json;
 use tracing::warn;
 
@@ -103,7 +103,7 @@ async fn write_error<K: Object + Shown>(
         return Ok(false);
     }
     let patch = error_patch(message, ready);
-    match writes::patch_status(api, &obj.name_any(), &patch, action).await {
+    match writes::patch_status(api, obj, &patch, action).await {
         Err(Error::Kube { source, .. }) if is_status(&source, 404) => Ok(false),
         other => other.map(|()| true),
     }

@@ -1,6 +1,12 @@
 //! Every Kubernetes write of the COSI controllers, one function each, each
-//! idempotent on its own. Finalizer patches are guarded by
-//! `resourceVersion` (a 409 re-plans), as the OBC writes are.
+//! idempotent on its own. Every patch computed from what was read is
+//! guarded by that read's `resourceVersion` (a 409 re-plans), as the OBC
+//! writes are: an object deleted and re-created under the same name (a new
+//! UID, another spec) never receives what was decided for the old one.
+//! Deletions carry the UID. (A status patch cannot carry a UID
+//! precondition: the apiserver copies `metadata` from the stored object on
+//! the status subresource; a resourceVersion is unique across objects, so
+//! it covers the UID too.)
 
 use kube::api::{Api, DeleteParams, Patch, Preconditions};
 use kube::{Resource, ResourceExt};
@@ -94,14 +100,28 @@ pub(crate) async fn patch_spec<K: Object>(
     patch_raw(api, &obj.name_any(), &patch, action).await
 }
 
-/// A merge patch of the status subresource.
+/// A merge patch of the status subresource of `obj` as it was read,
+/// guarded by its resourceVersion.
 pub(crate) async fn patch_status<K: Object>(
     api: &Api<K>,
-    name: &str,
+    obj: &K,
     patch: &serde_json::Value,
     action: &'static str,
 ) -> Result<(), Error> {
-    merge(api, name, Part::Status, patch, action).await
+    let patch = guarded(obj, patch);
+    merge(api, &obj.name_any(), Part::Status, &patch, action).await
+}
+
+/// `patch` with `obj`'s resourceVersion as its precondition.
+pub(crate) fn guarded<K: Object>(obj: &K, patch: &serde_json::Value) -> serde_json::Value {
+    let mut patch = patch.clone();
+    if let Some(map) = patch.as_object_mut() {
+        let meta = map.entry("metadata").or_insert_with(|| json!({}));
+        if let Some(meta) = meta.as_object_mut() {
+            meta.insert("resourceVersion".into(), json!(obj.resource_version()));
+        }
+    }
+    patch
 }
 
 /// Creates an object; one that exists already is left to the next plan
@@ -187,4 +207,30 @@ async fn merge<K: Object>(
     }
     .map(|_| ())
     .map_err(Error::kube(action))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cosi::api::BucketAccess;
+
+    /// Issue 36, item 4: a status write decided on one read of an object
+    /// is refused (409) by any other version of it, a replacement under
+    /// the same name included.
+    #[test]
+    fn a_status_patch_carries_the_resource_version_it_was_decided_on() {
+        let mut access = BucketAccess::new(
+            "a",
+            serde_json::from_value(json!({
+                "bucketClaims": [], "bucketAccessClassName": "c", "protocol": "S3"
+            }))
+            .expect("spec"),
+        );
+        access.metadata.resource_version = Some("41".into());
+        let patch = guarded(&access, &json!({"status": {"readyToUse": true}}));
+        assert_eq!(
+            patch,
+            json!({"metadata": {"resourceVersion": "41"}, "status": {"readyToUse": true}})
+        );
+    }
 }

@@ -37,6 +37,7 @@ impl S3Provisioner {
             .await
             .map_err(ProvisionError::with_nothing_created)?;
         check_modes(&r, req)?;
+        crate::bucket_records::check(&r.params, req)?;
         for bucket in &req.buckets {
             self.require_bucket(&r, &bucket.bucket_name).await?;
         }

@@ -18,6 +18,12 @@ pub struct AccessedBucket {
     /// [`BucketInfo::additional_state`](super::BucketInfo::additional_state)
     /// when the caller kept it; empty on the COSI gRPC path.
     pub additional_state: BTreeMap<String, String>,
+    /// The parameters the bucket was made with, as recorded where no
+    /// tenant writes (COSI: the Bucket's `spec.parameters`, copied from its
+    /// BucketClass, or an administrator's static Bucket): they name the
+    /// bucket's store, which a grant must not take from the access class
+    /// alone. Empty when unknown (the COSI gRPC path, ObjectBucketClaims).
+    pub bucket_parameters: BTreeMap<String, String>,
 }
 
 impl AccessedBucket {
@@ -27,7 +33,14 @@ impl AccessedBucket {
             bucket_name: bucket_name.into(),
             mode,
             additional_state: BTreeMap::new(),
+            bucket_parameters: BTreeMap::new(),
         }
+    }
+
+    /// Sets the parameters the bucket was made with.
+    pub fn with_bucket_parameters(mut self, parameters: BTreeMap<String, String>) -> Self {
+        self.bucket_parameters = parameters;
+        self
     }
 
     /// Replaces the bucket's state.

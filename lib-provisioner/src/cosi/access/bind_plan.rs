@@ -29,6 +29,12 @@ pub(crate) struct Observed {
     pub class: Option<BucketAccessClass>,
     /// In `spec.bucketClaims` order.
     pub claims: Vec<ClaimSeen>,
+    /// Of a deleting BucketAccess handed to a driver: the names of its
+    /// access Secrets that driver still holds (under a controller
+    /// reference to its UID; for a driver we do not run, also any still
+    /// carrying the driver's finalizer). The driver reserved them, with its
+    /// finalizer, before it granted, and releases them before it revokes.
+    pub secrets_held: Vec<String>,
 }
 
 /// One step of the binding role.
@@ -50,11 +56,18 @@ pub(crate) enum Step {
 pub(crate) fn next_step(o: &Observed) -> Next<Step> {
     let a = &o.access;
     if a.metadata.deletion_timestamp.is_some() {
-        return if has_finalizer(&a.metadata) {
-            Next::Step(Step::RemoveFinalizer)
-        } else {
-            Next::Done
-        };
+        if !has_finalizer(&a.metadata) {
+            return Next::Done;
+        }
+        // `sidecar-cleanup-finished` handed the BucketAccess back, but a
+        // tenant can write that annotation: a driver's cleanup is believed
+        // only once the Secrets it reserved are gone too.
+        if let (Some(driver), Some(secret)) = (handed_to(a), o.secrets_held.first()) {
+            return Next::Wait(format!(
+                "waiting for driver {driver} to finish its cleanup: access Secret {secret} still exists (the driver deletes it)"
+            ));
+        }
+        return Next::Step(Step::RemoveFinalizer);
     }
     if !has_finalizer(&a.metadata) {
         return Next::Step(Step::AddFinalizer);
@@ -95,8 +108,18 @@ pub(crate) fn next_step(o: &Observed) -> Next<Step> {
     })
 }
 
-/// What the class forbids in this BucketAccess.
-fn class_refusal(a: &BucketAccess, class: &BucketAccessClass) -> Option<String> {
+/// The driver a BucketAccess was handed to, if it was.
+pub(crate) fn handed_to(a: &BucketAccess) -> Option<&str> {
+    a.status
+        .as_ref()
+        .filter(|s| s.accessed_buckets.is_some())
+        .and_then(|s| s.driver_name.as_deref())
+        .filter(|d| !d.is_empty())
+}
+
+/// What the class forbids in this BucketAccess (asked at the hand-off,
+/// and by the driver role again before it grants).
+pub(crate) fn class_refusal(a: &BucketAccess, class: &BucketAccessClass) -> Option<String> {
     let name = &a.spec.bucket_access_class_name;
     if class.spec.authentication_type == AuthenticationType::ServiceAccount
         && a.spec.service_account_name.is_none()

@@ -3,11 +3,13 @@
 //! driver with the buckets of its claims; on deletion, its finalizer
 //! removed once the driver handed it back.
 
+use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::api::Api;
 use serde_json::json;
 
 use super::bind_plan::{self, ClaimSeen, Observed, Step};
+use super::grant_plan::controlled_by;
 use crate::core::error::Error;
 use crate::cosi::api::{
     Bucket, BucketAccess, BucketAccessClass, BucketClaim, HAS_BUCKETACCESS_REFERENCES_ANNOTATION,
@@ -16,6 +18,7 @@ use crate::cosi::claim::plan::bucket_name;
 use crate::cosi::context::CosiContext;
 use crate::cosi::failpoint;
 use crate::cosi::pass::{self, Progress};
+use crate::cosi::plan::has_finalizer;
 use crate::cosi::show::Halt;
 use crate::cosi::writes;
 
@@ -59,11 +62,44 @@ async fn observe<P>(ctx: &CosiContext<P>, access: BucketAccess) -> Result<Observ
             bucket,
         });
     }
+    let secrets_held = held_secrets(ctx, &access).await?;
     Ok(Observed {
         access,
         class,
         claims,
+        secrets_held,
     })
+}
+
+/// Of a deleting BucketAccess handed to a driver, its access Secrets that
+/// driver still holds (read only then: nothing else needs them): under a
+/// controller reference to its UID, or, for a driver this process does not
+/// run, still carrying the driver's finalizer (a deletion with
+/// `propagationPolicy: Orphan` strips the reference, not the finalizer).
+async fn held_secrets<P>(
+    ctx: &CosiContext<P>,
+    access: &BucketAccess,
+) -> Result<Vec<String>, Error> {
+    let Some(driver) = bind_plan::handed_to(access) else {
+        return Ok(Vec::new());
+    };
+    if access.metadata.deletion_timestamp.is_none() {
+        return Ok(Vec::new());
+    }
+    let foreign = driver != ctx.driver;
+    let secrets: Api<Secret> =
+        Api::namespaced(ctx.client.clone(), &access.namespace().unwrap_or_default());
+    let mut held = Vec::new();
+    for entry in &access.spec.bucket_claims {
+        let name = &entry.access_secret_name;
+        let secret = writes::get(&secrets, name, "read an access Secret").await?;
+        if secret
+            .is_some_and(|s| controlled_by(&s, access) || (foreign && has_finalizer(&s.metadata)))
+        {
+            held.push(name.clone());
+        }
+    }
+    Ok(held)
 }
 
 /// Takes one step (all writes: it never halts).
@@ -106,13 +142,7 @@ async fn execute<P>(
                 "parameters": class.spec.parameters.clone().filter(|p| !p.is_empty()),
                 "error": null,
             }});
-            writes::patch_status(
-                api,
-                &a.name_any(),
-                &patch,
-                "hand the BucketAccess to its driver",
-            )
-            .await?;
+            writes::patch_status(api, a, &patch, "hand the BucketAccess to its driver").await?;
             failpoint::hit("cosi-after-access-handed-off");
         }
         Step::RemoveFinalizer => {

@@ -5,10 +5,11 @@ use std::collections::BTreeSet;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 
+use super::bind_plan::class_refusal;
 use crate::core::provisioner::AccessGrant;
 use crate::cosi::api::{
-    AuthenticationType, BUCKETCLAIM_BEING_DELETED_ANNOTATION, Bucket, BucketAccess, ObjectProtocol,
-    SIDECAR_CLEANUP_FINISHED_ANNOTATION,
+    AuthenticationType, BUCKETCLAIM_BEING_DELETED_ANNOTATION, Bucket, BucketAccess,
+    BucketAccessClass, ObjectProtocol, SIDECAR_CLEANUP_FINISHED_ANNOTATION,
 };
 use crate::cosi::plan::{Next, has_annotation, has_finalizer};
 
@@ -20,6 +21,9 @@ pub(crate) struct Observed {
     pub buckets: Vec<Option<Bucket>>,
     /// Each `spec.bucketClaims[].accessSecretName`, with the Secret found.
     pub secrets: Vec<(String, Option<Secret>)>,
+    /// The BucketAccessClass `spec.bucketAccessClassName` names, as read
+    /// now (checked again before a grant).
+    pub class: Option<BucketAccessClass>,
     /// The driver this process serves.
     pub driver: String,
     /// What `grant_access` answered in this pass.
@@ -108,7 +112,10 @@ pub(crate) fn next_step(o: &Observed) -> Next<Step> {
         }
     }
     let Some(grant) = &o.grant else {
-        return Next::Step(Step::Grant);
+        return match grant_refusal(o) {
+            Some(next) => next,
+            None => Next::Step(Step::Grant),
+        };
     };
     match &status.account_id {
         None => return Next::Step(Step::RecordAccount(grant.account_id.clone())),
@@ -197,6 +204,34 @@ fn refusal(o: &Observed) -> Option<String> {
         );
     }
     None
+}
+
+/// The class's rules against the spec about to be granted, and the
+/// hand-off against the class: the binding role checked them on the
+/// BucketAccess it read, which may not be this one (a hand-off computed for
+/// an object deleted and re-created under the same name, or written by a
+/// binding controller we do not run).
+fn grant_refusal(o: &Observed) -> Option<Next<Step>> {
+    let a = &o.access;
+    let name = &a.spec.bucket_access_class_name;
+    let Some(class) = &o.class else {
+        return Some(Next::Wait(format!(
+            "BucketAccessClass {name} does not exist: access is granted once it does"
+        )));
+    };
+    if let Some(refusal) = class_refusal(a, class) {
+        return Some(Next::Refuse(refusal));
+    }
+    let status = a.status.clone().unwrap_or_default();
+    let parameters = class.spec.parameters.clone().filter(|p| !p.is_empty());
+    let matches = class.spec.driver_name == o.driver
+        && status.authentication_type == Some(class.spec.authentication_type)
+        && status.parameters.filter(|p| !p.is_empty()) == parameters;
+    (!matches).then(|| {
+        Next::Refuse(format!(
+            "the hand-off recorded on this BucketAccess (driver, authentication type, parameters) is not what BucketAccessClass {name} says: recreate this BucketAccess"
+        ))
+    })
 }
 
 fn deletion_step(o: &Observed) -> Next<Step> {

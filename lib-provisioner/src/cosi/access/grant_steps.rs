@@ -13,10 +13,11 @@ use serde_json::json;
 use super::grant_plan::{self, Observed, Step};
 use crate::core::error::Error;
 use crate::core::provisioner::{
-    AccessGrant, AccessMode, AccessRequest, AccessRevocation, ClaimIdentity, Provisioner,
+    AccessGrant, AccessMode, AccessRequest, AccessRevocation, AccessedBucket, ClaimIdentity,
+    Provisioner,
 };
 use crate::cosi::api::{
-    AuthenticationType, Bucket, BucketAccess, BucketAccessMode, FINALIZER,
+    AuthenticationType, Bucket, BucketAccess, BucketAccessClass, BucketAccessMode, FINALIZER,
     SIDECAR_CLEANUP_FINISHED_ANNOTATION, account_name_for_access,
 };
 use crate::cosi::context::CosiContext;
@@ -80,15 +81,36 @@ async fn observe<P>(
         let secret = writes::get(&secrets_api, &name, "read an access Secret").await?;
         secrets.push((name, secret));
     }
+    let class = if may_grant(&access, &secrets, memory) {
+        let classes: Api<BucketAccessClass> = Api::all(ctx.client.clone());
+        let name = &access.spec.bucket_access_class_name;
+        writes::get(&classes, name, "read the BucketAccessClass").await?
+    } else {
+        None
+    };
     Ok(Observed {
         access,
         buckets,
         secrets,
+        class,
         driver: ctx.driver.clone(),
         grant: memory.grant.clone(),
         written: memory.written.clone(),
         revoked: memory.revoked,
     })
+}
+
+/// Whether the plan may call for a grant (then it checks the class, which
+/// is read only then): not deleting, no grant in this pass, and not
+/// settled (ready, account recorded, every Secret there).
+fn may_grant(access: &BucketAccess, secrets: &[(String, Option<Secret>)], memory: &Memory) -> bool {
+    let status = access.status.clone().unwrap_or_default();
+    let present = secrets.iter().all(|(_, s)| {
+        s.as_ref()
+            .is_some_and(|s| s.metadata.deletion_timestamp.is_none())
+    });
+    let settled = status.ready_to_use && status.account_id.is_some() && present;
+    access.metadata.deletion_timestamp.is_none() && memory.grant.is_none() && !settled
 }
 
 async fn execute<P: Provisioner>(
@@ -109,10 +131,10 @@ async fn execute<P: Provisioner>(
             writes::create(&secrets, &reserved, "reserve an access Secret").await?;
             failpoint::hit("cosi-after-secret-reserved");
         }
-        Step::Grant => return Ok(grant(ctx, a, memory).await.err()),
+        Step::Grant => return Ok(grant(ctx, o, memory).await.err()),
         Step::RecordAccount(id) => {
             let patch = json!({"status": {"accountID": id}});
-            writes::patch_status(api, &a.name_any(), &patch, "record the account").await?;
+            writes::patch_status(api, a, &patch, "record the account").await?;
             failpoint::hit("cosi-after-account-recorded");
         }
         Step::WriteSecret(name) => {
@@ -128,13 +150,13 @@ async fn execute<P: Provisioner>(
         Step::MarkReady => {
             let patch = json!({"status": {"readyToUse": true, "error": null}});
             let action = "mark the BucketAccess ready";
-            writes::patch_status(api, &a.name_any(), &patch, action).await?;
+            writes::patch_status(api, a, &patch, action).await?;
             failpoint::hit("cosi-after-access-ready");
         }
         Step::MarkNotReady => {
             let patch = json!({"status": {"readyToUse": false}});
             let action = "mark the BucketAccess not ready";
-            writes::patch_status(api, &a.name_any(), &patch, action).await?;
+            writes::patch_status(api, a, &patch, action).await?;
         }
         Step::DeleteSecret(name) => {
             writes::delete(&secrets, secret_of(o, &name)?, "delete an access Secret").await?;
@@ -157,10 +179,11 @@ async fn execute<P: Provisioner>(
 /// `grant_access`; its answer is this pass's until the next grant.
 async fn grant<P: Provisioner>(
     ctx: &CosiContext<P>,
-    a: &BucketAccess,
+    o: &Observed,
     memory: &mut Memory,
 ) -> Result<(), Halt> {
-    let req = access_request(a);
+    let a = &o.access;
+    let req = access_request(a, &o.buckets);
     let call = ctx.provisioner.grant_access(&req);
     let grant = ctx
         .call(&a.metadata, "grant_access", call)
@@ -241,8 +264,10 @@ fn mode(m: BucketAccessMode) -> AccessMode {
 }
 
 /// The request: the buckets recorded at the hand-off (never the spec's
-/// claim names), each in the mode its claim entry asks.
-fn access_request(a: &BucketAccess) -> AccessRequest {
+/// claim names), each in the mode its claim entry asks, with the
+/// parameters its Bucket was made with (`buckets`, in the same order,
+/// checked by the plan to be the ones recorded).
+fn access_request(a: &BucketAccess, buckets: &[Option<Bucket>]) -> AccessRequest {
     let status = a.status.clone().unwrap_or_default();
     let mut req = AccessRequest::new(
         principal(a),
@@ -250,7 +275,7 @@ fn access_request(a: &BucketAccess) -> AccessRequest {
     )
     .with_class_name(a.spec.bucket_access_class_name.clone())
     .with_parameters(status.parameters.unwrap_or_default());
-    for accessed in status.accessed_buckets.iter().flatten() {
+    for (accessed, bucket) in status.accessed_buckets.iter().flatten().zip(buckets) {
         let asked = a
             .spec
             .bucket_claims
@@ -259,7 +284,10 @@ fn access_request(a: &BucketAccess) -> AccessRequest {
         // The plan refuses a hand-off whose buckets do not match the
         // claims; ReadOnly is the narrowest mode should that ever change.
         let m = asked.map_or(AccessMode::ReadOnly, |c| mode(c.access_mode));
-        req = req.with_bucket(accessed.bucket_id.clone(), m);
+        let made_with = bucket.as_ref().and_then(|b| b.spec.parameters.clone());
+        let entry = AccessedBucket::new(accessed.bucket_id.clone(), m)
+            .with_bucket_parameters(made_with.unwrap_or_default());
+        req = req.with_accessed_bucket(entry);
     }
     req
 }
@@ -306,4 +334,73 @@ fn secret_data(o: &Observed, name: &str) -> Option<BTreeMap<String, String>> {
         &grant.credentials,
         auth,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cosi::api::{BucketAccessStatus, BucketSpec};
+
+    /// Issue 36, item 5: each bucket of the request carries the parameters
+    /// its Bucket was made with, where the provisioner finds its store.
+    #[test]
+    fn the_request_carries_each_buckets_own_parameters() {
+        let mut a = BucketAccess::new(
+            "reader",
+            serde_json::from_value(json!({
+                "bucketClaims": [{"bucketClaimName": "photos", "accessMode": "ReadOnly", "accessSecretName": "s"}],
+                "bucketAccessClassName": "x", "protocol": "S3"
+            }))
+            .expect("spec"),
+        );
+        a.status = Some(BucketAccessStatus {
+            accessed_buckets: Some(vec![crate::cosi::api::AccessedBucket {
+                bucket_name: "legacy".into(),
+                bucket_id: "photos".into(),
+                bucket_claim_name: "photos".into(),
+            }]),
+            parameters: Some([("endpoint".to_owned(), "http://x".to_owned())].into()),
+            ..Default::default()
+        });
+        let spec: BucketSpec = serde_json::from_value(json!({
+            "driverName": "d", "deletionPolicy": "Retain",
+            "parameters": {"endpoint": "http://y"},
+            "bucketClaimRef": {"name": "photos", "namespace": "shop"}
+        }))
+        .expect("Bucket spec");
+        let req = access_request(&a, &[Some(Bucket::new("legacy", spec))]);
+        assert_eq!(req.parameters["endpoint"], "http://x");
+        assert_eq!(req.buckets.len(), 1);
+        assert_eq!(req.buckets[0].bucket_name, "photos");
+        assert_eq!(req.buckets[0].mode, AccessMode::ReadOnly);
+        assert_eq!(req.buckets[0].bucket_parameters["endpoint"], "http://y");
+    }
+
+    /// The class is read for every pass that may grant, a ready access
+    /// whose Secret was deleted (granted again) included; not for a
+    /// settled or deleting one.
+    #[test]
+    fn the_class_is_read_wherever_a_grant_may_follow() {
+        let mut a = BucketAccess::new(
+            "reader",
+            serde_json::from_value(json!({
+                "bucketClaims": [], "bucketAccessClassName": "x", "protocol": "S3"
+            }))
+            .expect("spec"),
+        );
+        a.status = Some(BucketAccessStatus {
+            ready_to_use: true,
+            account_id: Some("ba-1".into()),
+            ..Default::default()
+        });
+        let memory = Memory::default();
+        let there = vec![("s".to_owned(), Some(Secret::default()))];
+        let gone = vec![("s".to_owned(), None)];
+        assert!(!may_grant(&a, &there, &memory), "settled");
+        assert!(may_grant(&a, &gone, &memory), "a Secret to write again");
+        a.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+        ));
+        assert!(!may_grant(&a, &gone, &memory), "deleting");
+    }
 }

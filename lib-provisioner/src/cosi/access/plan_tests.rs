@@ -111,6 +111,7 @@ fn bind(
         access: a,
         class,
         claims,
+        secrets_held: Vec::new(),
     })
 }
 
@@ -266,6 +267,7 @@ fn grant_o(a: BucketAccess, s: Option<Secret>) -> grant_plan::Observed {
         access: a,
         buckets,
         secrets: vec![("photos-creds".into(), s)],
+        class: Some(class(|_| {})),
         driver: DRIVER.into(),
         grant: None,
         written: BTreeSet::new(),
@@ -378,4 +380,99 @@ fn a_service_account_class_is_refused_not_given_keys() {
         grant_plan::next_step(&grant_o(a, None)),
         Next::Refuse(m) if m.contains("authenticationType Key")
     ));
+}
+
+/// Issue 36, item 4: the class's rules hold at grant time, against the
+/// spec granted, whatever hand-off the status carries (one computed for an
+/// object since replaced under the same name, say).
+#[test]
+fn the_driver_checks_the_class_again_before_it_grants() {
+    let wide = handed_off(access(vec![entry("photos", BucketAccessMode::ReadWrite)]));
+    let mut o = grant_o(wide, Some(secret(ACCESS_UID)));
+    assert_eq!(grant_plan::next_step(&o), Next::Step(G::Grant));
+    o.class = Some(class(|s| {
+        s.disallowed_bucket_access_modes = Some(vec![BucketAccessMode::ReadWrite]);
+    }));
+    assert!(
+        matches!(grant_plan::next_step(&o), Next::Refuse(m) if m.contains("does not allow access mode ReadWrite"))
+    );
+    let two = handed_off(access(vec![
+        entry("photos", BucketAccessMode::ReadOnly),
+        entry("logs", BucketAccessMode::ReadOnly),
+    ]));
+    let mut two = two;
+    if let Some(accessed) = two
+        .status
+        .as_mut()
+        .and_then(|s| s.accessed_buckets.as_mut())
+    {
+        let mut logs = accessed[0].clone();
+        logs.bucket_claim_name = "logs".into();
+        accessed.push(logs);
+    }
+    let mut o = grant_o(two, Some(secret(ACCESS_UID)));
+    let mut logs_bucket = seen("photos").bucket;
+    if let Some(b) = logs_bucket.as_mut() {
+        b.spec.bucket_claim_ref.name = "logs".into();
+    }
+    o.buckets.push(logs_bucket);
+    let mut logs_secret = secret(ACCESS_UID);
+    logs_secret.metadata.name = Some("logs-creds".into());
+    o.secrets.push(("logs-creds".into(), Some(logs_secret)));
+    assert!(
+        matches!(grant_plan::next_step(&o), Next::Refuse(m) if m.contains("one bucket per BucketAccess"))
+    );
+    let mut o = grant_o(
+        handed_off(access(vec![entry("photos", BucketAccessMode::ReadOnly)])),
+        Some(secret(ACCESS_UID)),
+    );
+    o.class = Some(class(|s| {
+        s.parameters = Some([("endpoint".to_owned(), "http://store-x".to_owned())].into());
+    }));
+    assert!(
+        matches!(grant_plan::next_step(&o), Next::Refuse(m) if m.contains("is not what BucketAccessClass rw says"))
+    );
+    o.class = None;
+    assert!(matches!(grant_plan::next_step(&o), Next::Wait(m) if m.contains("does not exist")));
+}
+
+/// Issue 36, item 3: a deleting BucketAccess of a driver this process does
+/// not run carries `sidecar-cleanup-finished` (which its owner can write);
+/// its finalizer stays while the Secrets that driver reserved remain.
+#[test]
+fn a_foreign_drivers_cleanup_is_believed_once_its_secrets_are_gone() {
+    let mut a = handed_off(access(vec![entry("photos", BucketAccessMode::ReadWrite)]));
+    if let Some(s) = a.status.as_mut() {
+        s.driver_name = Some("other.example.com".into());
+    }
+    a.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
+    a.metadata.annotations = Some(
+        [(
+            SIDECAR_CLEANUP_FINISHED_ANNOTATION.to_owned(),
+            String::new(),
+        )]
+        .into(),
+    );
+    assert_eq!(owner(&a), Owner::Binding);
+    let mut o = bind_plan::Observed {
+        access: a,
+        class: None,
+        claims: vec![],
+        secrets_held: vec!["photos-creds".into()],
+    };
+    assert!(
+        matches!(bind_plan::next_step(&o), Next::Wait(m) if m.contains("driver other.example.com") && m.contains("photos-creds"))
+    );
+    o.secrets_held.clear();
+    assert_eq!(
+        bind_plan::next_step(&o),
+        Next::Step(bind_plan::Step::RemoveFinalizer)
+    );
+    // Never handed off: nothing was granted, nothing to wait for.
+    o.access.status = None;
+    o.secrets_held = vec!["photos-creds".into()];
+    assert_eq!(
+        bind_plan::next_step(&o),
+        Next::Step(bind_plan::Step::RemoveFinalizer)
+    );
 }

@@ -104,8 +104,7 @@ impl BucketPass {
             }
             Step::MarkNotReady => {
                 let patch = json!({"status": {"readyToUse": false}});
-                writes::patch_status(api, &b.name_any(), &patch, "mark the Bucket not ready")
-                    .await?;
+                writes::patch_status(api, b, &patch, "mark the Bucket not ready").await?;
             }
             Step::Delete => return Ok(self.delete(ctx, b).await.err()),
             Step::RemoveFinalizer => {
@@ -193,7 +192,7 @@ async fn record(api: &Api<Bucket>, b: &Bucket, info: &BucketInfo) -> Result<(), 
         "bucketInfo": keys::s3_bucket_info(&id, &info.endpoint),
         "error": null,
     }});
-    writes::patch_status(api, &b.name_any(), &patch, "record the bucket").await?;
+    writes::patch_status(api, b, &patch, "record the bucket").await?;
     failpoint::hit("cosi-after-bucket-ready");
     Ok(())
 }

@@ -132,25 +132,13 @@ async fn execute<P>(
             let ready = claim.status.as_ref().is_some_and(|s| s.ready_to_use);
             let patch =
                 json!({"status": {"boundBucketName": bucket()?.name_any(), "readyToUse": ready}});
-            writes::patch_status(
-                claims,
-                &claim.name_any(),
-                &patch,
-                "record the claim's Bucket",
-            )
-            .await?;
+            writes::patch_status(claims, claim, &patch, "record the claim's Bucket").await?;
             failpoint::hit("cosi-after-claim-bound");
         }
         Step::CopyBucketStatus { ready, protocols } => {
             let patch =
                 json!({"status": {"readyToUse": ready, "protocols": protocols, "error": null}});
-            writes::patch_status(
-                claims,
-                &claim.name_any(),
-                &patch,
-                "copy the Bucket's status",
-            )
-            .await?;
+            writes::patch_status(claims, claim, &patch, "copy the Bucket's status").await?;
             if ready {
                 let note = format!("Bucket {} is ready", bucket()?.name_any());
                 ctx.event(&show::reference(claim), false, "Ready", &note)
@@ -159,13 +147,7 @@ async fn execute<P>(
         }
         Step::MarkNotReady => {
             let patch = json!({"status": {"readyToUse": false}});
-            writes::patch_status(
-                claims,
-                &claim.name_any(),
-                &patch,
-                "mark the claim not ready",
-            )
-            .await?;
+            writes::patch_status(claims, claim, &patch, "mark the claim not ready").await?;
         }
         Step::ReleaseBucket => {
             writes::annotate(

@@ -14,7 +14,12 @@
 //! `foreign_revocations` (the victim's keys stop working, or a Secret the
 //! controller did not create is overwritten or deleted); `data_lost` (the
 //! victim's object or bucket gone); `orphaned` (a store user left after
-//! its BucketAccess is gone).
+//! its BucketAccess is gone, or a BucketAccess of a driver we do not run
+//! gone before that driver released its Secret). Issue 36: a BucketAccess
+//! deleted and re-created at once under the same name with a wider mode
+//! (it must get a user of its own, and the old one's be revoked), and a
+//! deleting BucketAccess of another driver carrying the
+//! `sidecar-cleanup-finished` annotation its owner wrote.
 
 use std::time::Duration;
 
@@ -73,6 +78,8 @@ async fn attacks(suite: &CosiSuite, summary: &mut Summary) -> Result<()> {
     outcomes.push(cross_namespace_claim_name(suite, summary, &victim).await?);
     outcomes.push(static_claim_of_the_victims_bucket(suite, summary, &victim).await?);
     outcomes.push(secret_created_first(suite, summary).await?);
+    outcomes.push(replaced_under_the_same_name(suite, summary).await?);
+    outcomes.push(foreign_drivers_cleanup_annotation(suite, summary).await?);
     proc.kill().await;
     outcomes.push(forged_status_and_annotations(suite, summary, &victim, &mut proc).await?);
 
@@ -521,4 +528,133 @@ async fn cleanup(suite: &CosiSuite, summary: &mut Summary, victim: &Victim) -> R
         );
     }
     Ok(())
+}
+
+/// The tenant's BucketAccess `swap` (ReadOnly, on its own claim `data`),
+/// deleted and re-created at once under the same name asking ReadWrite:
+/// the replacement gets a store user of its own, never its predecessor's
+/// key, and the predecessor's user is revoked (a user left is counted by
+/// `cleanup`).
+async fn replaced_under_the_same_name(suite: &CosiSuite, summary: &mut Summary) -> Result<String> {
+    summary.counts.attacks += 1;
+    let admin = &suite.admin;
+    let accesses = api(admin, Kind::BucketAccess, TENANT);
+    let body = |mode: &str| access_of(ACCESS_CLASS, &[("data", mode, "swap-keys")]);
+    create(admin, Kind::BucketAccess, TENANT, "swap", body("ReadOnly")).await?;
+    wait_ready(admin, Kind::BucketAccess, TENANT, "swap", T).await?;
+    let old = access_keys(admin, TENANT, "swap-keys").await?;
+    accesses.delete("swap", &DeleteParams::default()).await?;
+    // Re-created the moment the name is free.
+    wait_for(T, "the name swap to be free again", || async {
+        match create(admin, Kind::BucketAccess, TENANT, "swap", body("ReadWrite")).await {
+            Ok(_) => Ok(Some(())),
+            Err(_) => Ok(None),
+        }
+    })
+    .await?;
+    wait_ready(admin, Kind::BucketAccess, TENANT, "swap", T).await?;
+    let new = access_keys(admin, TENANT, "swap-keys").await?;
+    let inherited = new.key_id == old.key_id;
+    if inherited {
+        summary.counts.foreign_buckets += 1;
+    }
+    let old_revoked = wait_for(T, "the replaced access's user to be removed", || async {
+        Ok((!suite.users().await?.contains(&old.key_id)).then_some(()))
+    })
+    .await
+    .is_ok();
+    Ok(format!(
+        "replaced under the same name: inherited the old key {inherited}; old user revoked {old_revoked}"
+    ))
+}
+
+/// A driver this process does not run (its sidecar played by the test):
+/// the tenant annotates its deleting BucketAccess `sidecar-cleanup-finished`
+/// while that driver's access Secret still holds its finalizer. The
+/// BucketAccess must stay until the driver released the Secret (gone
+/// earlier, nothing would ever revoke that driver's user: counted as
+/// orphaned).
+async fn foreign_drivers_cleanup_annotation(
+    suite: &CosiSuite,
+    summary: &mut Summary,
+) -> Result<String> {
+    const FOREIGN: &str = "other.example.com";
+    summary.counts.attacks += 1;
+    let admin = &suite.admin;
+    let pp = PatchParams::default();
+    let spec = json!({"spec": {"driverName": FOREIGN, "deletionPolicy": "Retain"}});
+    create(admin, Kind::BucketClass, "", "foreign", spec).await?;
+    let spec = json!({"spec": {"driverName": FOREIGN, "authenticationType": "Key"}});
+    create(admin, Kind::BucketAccessClass, "", "foreign-keys", spec).await?;
+    let claim = create(
+        admin,
+        Kind::BucketClaim,
+        TENANT,
+        "elsewhere",
+        claim_of_class("foreign"),
+    )
+    .await?;
+    // The foreign sidecar provisions the Bucket.
+    let bucket = format!("bc-{}", claim.uid().unwrap_or_default());
+    let buckets = api(admin, Kind::Bucket, "");
+    wait_for(T, format!("Bucket {bucket}"), || async {
+        Ok(buckets.get_opt(&bucket).await?)
+    })
+    .await?;
+    let status =
+        json!({"status": {"readyToUse": true, "bucketID": "elsewhere", "protocols": ["S3"]}});
+    buckets
+        .patch_status(&bucket, &pp, &Patch::Merge(&status))
+        .await?;
+    wait_ready(admin, Kind::BucketClaim, TENANT, "elsewhere", T).await?;
+    let access = access_of(
+        "foreign-keys",
+        &[("elsewhere", "ReadWrite", "elsewhere-keys")],
+    );
+    let a = create(admin, Kind::BucketAccess, TENANT, "elsewhere", access).await?;
+    let accesses = api(admin, Kind::BucketAccess, TENANT);
+    wait_for(T, "the hand-off to the foreign driver", || async {
+        let a = accesses.get("elsewhere").await?;
+        Ok((status_str(&a, "driverName").as_deref() == Some(FOREIGN)).then_some(()))
+    })
+    .await?;
+    // The foreign sidecar reserves its Secret, then grants.
+    let secrets = Api::<Secret>::namespaced(admin.clone(), TENANT);
+    let reserved: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "elsewhere-keys",
+            "finalizers": [lib_provisioner::cosi::api::FINALIZER],
+            "ownerReferences": [{"apiVersion": "objectstorage.k8s.io/v1alpha2",
+                "kind": "BucketAccess", "name": "elsewhere", "uid": a.uid(),
+                "controller": true, "blockOwnerDeletion": true}]},
+        "type": "Opaque"
+    }))?;
+    secrets.create(&PostParams::default(), &reserved).await?;
+    // The tenant: the annotation, then the deletion.
+    let annotate = json!({"metadata": {"annotations": {
+        lib_provisioner::cosi::api::SIDECAR_CLEANUP_FINISHED_ANNOTATION: ""}}});
+    accesses
+        .patch("elsewhere", &pp, &Patch::Merge(&annotate))
+        .await?;
+    accesses
+        .delete("elsewhere", &DeleteParams::default())
+        .await?;
+    tokio::time::sleep(SETTLE).await;
+    let held = accesses.get_opt("elsewhere").await?.is_some();
+    if !held {
+        summary.counts.orphaned += 1;
+    }
+    // The foreign sidecar's cleanup: its Secret released and deleted.
+    let release = json!({"metadata": {"finalizers": null}});
+    secrets
+        .patch("elsewhere-keys", &pp, &Patch::Merge(&release))
+        .await?;
+    let _ = secrets
+        .delete("elsewhere-keys", &DeleteParams::default())
+        .await;
+    let gone = obc_tests::recording::wait_gone(&accesses, "elsewhere", T)
+        .await
+        .is_ok();
+    Ok(format!(
+        "foreign driver's cleanup annotation: held until its Secret went {held}; gone after {gone}"
+    ))
 }
