@@ -443,3 +443,36 @@ fn shown_ops(ops: &[Op]) -> String {
 fn short(made: &Made) -> String {
     format!("{} {}", made.kind, made.name)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_mode_allows_its_row_of_the_matrix() {
+        assert!(Op::ALL.iter().all(|op| Reach::All.allows(*op)));
+        assert!(Op::ALL.iter().all(|op| !Reach::Nothing.allows(*op)));
+        let read_only: Vec<Op> = Op::ALL
+            .into_iter()
+            .filter(|op| Reach::ReadOnly.allows(*op))
+            .collect();
+        assert_eq!(read_only, [Op::List, Op::Read]);
+    }
+
+    #[test]
+    fn look_alikes_share_a_prefix_and_a_suffix_and_keep_the_run_prefix() {
+        let [prefix, suffix] = look_alikes("kitabc123-", "kitabc123-sa-2");
+        assert_eq!(prefix, "kitabc123-sa-2x");
+        assert_eq!(suffix, "kitabc123-zsa-2");
+        assert!(suffix.ends_with("sa-2") && suffix.starts_with("kitabc123-"));
+    }
+
+    #[test]
+    fn ops_are_listed_as_a_sentence() {
+        assert_eq!(shown_ops(&[Op::List]), "list");
+        assert_eq!(
+            shown_ops(&[Op::List, Op::Read, Op::Multipart]),
+            "list, read and multipart-upload"
+        );
+    }
+}

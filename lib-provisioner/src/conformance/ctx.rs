@@ -309,3 +309,30 @@ impl Cleanup {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_repeated_right_after_itself_is_shown_once_with_its_count() {
+        let mut log = Log::default();
+        for line in [
+            "a",
+            "probe: denied",
+            "probe: denied",
+            "probe: denied",
+            "b",
+            "a",
+        ] {
+            log.note(line);
+        }
+        assert_eq!(log.shown(), ["a", "probe: denied (×3)", "b", "a"]);
+        let mut outer = Log::default();
+        outer.note("a");
+        log.checking("the check");
+        outer.append(log);
+        assert_eq!(outer.shown()[0], "a (×2)");
+        assert_eq!(outer.check.as_deref(), Some("the check"));
+    }
+}

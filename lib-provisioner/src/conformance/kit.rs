@@ -172,9 +172,10 @@ async fn one(ctx: &Ctx, scenario: Scenario) -> ScenarioReport {
             leftovers = Some(why);
         }
     } else if let Ok(None) = &made_before {
-        unverified.push(format!(
-            "principals and policies left behind: the probe cannot list them (StoreProbe::inventory)",
-        ));
+        unverified.push(
+            "principals and policies left behind: the probe cannot list them (StoreProbe::inventory)"
+                .to_owned(),
+        );
     }
     let (outcome, detail, check) = match (result, leftovers) {
         (Err(Stop::Fail(why)), _) => (Outcome::Failed, why, failed_check),

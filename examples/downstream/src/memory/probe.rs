@@ -67,6 +67,19 @@ impl StoreProbe for MemoryProbe {
         })
     }
 
+    /// The quota the store holds for the bucket, against `maxSize`.
+    async fn config_applied(
+        &self,
+        bucket: &str,
+        config: &std::collections::BTreeMap<String, String>,
+    ) -> Result<Option<bool>, ProbeError> {
+        let state = self.state()?;
+        Ok(state
+            .buckets
+            .get(bucket)
+            .map(|b| b.quota.as_ref() == config.get("maxSize")))
+    }
+
     /// Every key the store holds: the kit checks that each is gone with
     /// its claim.
     async fn inventory(&self) -> Result<Option<Vec<Made>>, ProbeError> {
