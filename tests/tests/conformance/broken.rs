@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use lib_provisioner::api::BROWNFIELD_BUCKET_PARAMETER;
+use lib_provisioner::conformance::{Answer, Op, ProbeError};
 use lib_provisioner::{
     BucketAccess, BucketRequest, Credentials, ProvisionError, Provisioner, Revocation,
     RotationRequest, TeardownRequest, UpdateRequest,
@@ -79,7 +80,7 @@ pub struct Broken {
     /// Brownfield grants by bucket: the last claim's teardown.
     grants: Mutex<BTreeMap<String, TeardownRequest>>,
     /// Buckets provisioned and not deleted, by this wrapper.
-    live: Mutex<BTreeSet<String>>,
+    live: Arc<Mutex<BTreeSet<String>>>,
     /// Buckets whose provision started, and those it finished.
     started: Mutex<BTreeSet<String>>,
     finished: Mutex<BTreeSet<String>>,
@@ -90,6 +91,12 @@ fn set(m: &Mutex<BTreeSet<String>>) -> std::sync::MutexGuard<'_, BTreeSet<String
 }
 
 impl Broken {
+    /// The wrapper's own record of the buckets it provisioned and did not
+    /// delete, for [`RecordsProbe`].
+    pub fn records(&self) -> Arc<Mutex<BTreeSet<String>>> {
+        self.live.clone()
+    }
+
     fn admin(&self) -> &AdminClient {
         self.admin
             .as_ref()
@@ -135,7 +142,7 @@ impl Broken {
             admin,
             s3,
             grants: Mutex::default(),
-            live: Mutex::default(),
+            live: Arc::default(),
             started: Mutex::default(),
             finished: Mutex::default(),
         }
@@ -353,4 +360,48 @@ impl Provisioner for Broken {
 /// The read-only request of the sample.
 pub fn read_only() -> BTreeMap<String, String> {
     BTreeMap::from([("accessMode".to_owned(), "read-only".to_owned())])
+}
+
+/// A probe as an author might write it first: answering from the
+/// provisioner's own records instead of the store. It passes a provisioner
+/// whose delete never reaches the store, which the kit's `S3Probe` fails.
+pub struct RecordsProbe {
+    pub records: Arc<Mutex<BTreeSet<String>>>,
+    pub foreign: Mutex<BTreeSet<String>>,
+}
+
+#[async_trait]
+impl lib_provisioner::conformance::StoreProbe for RecordsProbe {
+    fn name(&self) -> String {
+        "RecordsProbe (the provisioner's own records)".to_owned()
+    }
+    async fn bucket_exists(&self, bucket: &str) -> Result<bool, ProbeError> {
+        Ok(set(&self.records).contains(bucket) || set(&self.foreign).contains(bucket))
+    }
+    async fn list_buckets(&self) -> Result<BTreeSet<String>, ProbeError> {
+        Ok(set(&self.records)
+            .union(&set(&self.foreign))
+            .cloned()
+            .collect())
+    }
+    async fn create_foreign_bucket(&self, bucket: &str) -> Result<(), ProbeError> {
+        set(&self.foreign).insert(bucket.to_owned());
+        Ok(())
+    }
+    async fn remove_bucket(&self, bucket: &str) -> Result<(), ProbeError> {
+        set(&self.foreign).remove(bucket);
+        Ok(())
+    }
+    async fn try_access(
+        &self,
+        _: &BucketAccess,
+        bucket: &str,
+        _: Op,
+    ) -> Result<Answer, ProbeError> {
+        Ok(if set(&self.records).contains(bucket) {
+            Answer::Allowed
+        } else {
+            Answer::Denied("no record of access".to_owned())
+        })
+    }
 }

@@ -339,6 +339,21 @@ async fn each_broken_rule_fails_the_kit_on_s3s_fs() -> Result<()> {
         "still exists",
     )
     .await;
+    // With a probe answering from the provisioner's own records, the same
+    // provisioner passes: the kit's verdicts are only as good as its eyes.
+    let never = t.broken(Flaw::NeverReachesStore);
+    let records = broken::RecordsProbe {
+        records: never.records(),
+        foreign: Default::default(),
+    };
+    let blind = Kit::new(never, records)
+        .parameters(t.parameters.clone())
+        .only([Scenario::TeardownDelete])
+        .run()
+        .await;
+    println!("NeverReachesStore, RecordsProbe:\n{blind}");
+    assert!(blind.passed(), "{blind}");
+    assert!(blind.to_string().contains("probe: RecordsProbe"), "{blind}");
     // s3s-fs deletes a bucket with its objects: nothing is left to catch.
     must_fail(
         &t,
