@@ -113,4 +113,57 @@ mod tests {
         println!("{report}");
         assert!(report.passed(), "{report}");
     }
+
+    /// The kit on variants of the in-memory store: a correct one passes,
+    /// each flaw fails the scenario meant to catch it, naming the break.
+    #[tokio::test]
+    async fn the_kit_fails_each_flawed_variant_and_passes_the_correct_one() {
+        use lib_provisioner::conformance::{Kit, Outcome, Scenario};
+        use memory::variants::{Variant, Varied};
+        use std::collections::BTreeMap;
+
+        let kit = |variant: Variant, scenario: Scenario| {
+            let store = Memory::default();
+            let probe = memory::probe::MemoryProbe(store.0.clone());
+            Kit::new(Varied(store, variant), probe)
+                .read_only_config(BTreeMap::from([("accessMode".into(), "read-only".into())]))
+                .update_config(BTreeMap::from([("maxSize".into(), "1Gi".into())]))
+                .only([scenario])
+        };
+        for scenario in [Scenario::RotateRepeat, Scenario::RotateAbandoned] {
+            let report = kit(Variant::RevokePreviousKeyOnly, scenario).run().await;
+            assert!(report.passed(), "{report}");
+        }
+        let flaws = [
+            (
+                Variant::MintsKeyOnRepeat,
+                Scenario::ProvisionRepeat,
+                "principal key-",
+            ),
+            (
+                Variant::RevokeKeepsKey,
+                Scenario::TeardownRetain,
+                "after they were revoked",
+            ),
+            (
+                Variant::UpdateDoesNothing,
+                Scenario::UpdateRepeat,
+                "the store does not apply",
+            ),
+            (
+                Variant::ReadOnlyWrites,
+                Scenario::ScopeReadOnly,
+                "can write bucket",
+            ),
+        ];
+        for (variant, scenario, says) in flaws {
+            let report = kit(variant, scenario)
+                .revocation_grace(std::time::Duration::ZERO)
+                .run()
+                .await;
+            let result = report.scenario(scenario).expect("ran");
+            assert_eq!(result.outcome, Outcome::Failed, "{variant:?}:\n{report}");
+            assert!(result.detail.contains(says), "{variant:?}:\n{report}");
+        }
+    }
 }

@@ -16,6 +16,8 @@ use lib_provisioner::provisioner::{
 
 #[cfg(test)]
 pub mod probe;
+#[cfg(test)]
+pub mod variants;
 
 /// A bucket: who it was made for (`None`: not by the provisioner).
 #[derive(Clone, Debug)]
@@ -98,6 +100,13 @@ impl Provisioner for Memory {
         let uid = &req.claim.uid;
         {
             let mut state = self.step().await?;
+            // A re-issue never creates the bucket it is bound to.
+            if req.reissue && !state.buckets.contains_key(&req.bucket_name) {
+                return Err(ProvisionError::permanent(format!(
+                    "bucket {} is gone: delete the claim, or create a new one",
+                    req.bucket_name
+                )));
+            }
             let bucket = state
                 .buckets
                 .entry(req.bucket_name.clone())

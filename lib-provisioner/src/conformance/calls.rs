@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::ctx::{Claim, Cleanup, Ctx, Log, Step, fail};
 use super::drive::{Driven, drive};
 use crate::core::provisioner::{
-    BucketAccess, BucketRequest, ErrorKind, ProvisionError, RotationRequest,
+    BucketAccess, BucketRequest, ErrorKind, ProvisionError, Revocation, RotationRequest,
 };
 use crate::obc::api::ReclaimPolicy;
 
@@ -28,6 +28,12 @@ impl Shown for BucketAccess {
             "Ok: access key {} at {}:{}",
             self.credentials.access_key_id, self.endpoint.bucket_host, self.endpoint.bucket_port
         )
+    }
+}
+
+impl Shown for Revocation {
+    fn shown(&self) -> String {
+        format!("Ok: the previous key was {self}")
     }
 }
 
@@ -65,6 +71,10 @@ impl Ctx {
         F: Fn() -> Fut,
         Fut: Future<Output = Result<T, ProvisionError>>,
     {
+        log.checking(format!(
+            "{what} succeeds (retryable errors retried {} times, as the library would)",
+            self.settings.attempts
+        ));
         let s = &self.settings;
         let mut attempt = 1;
         loop {
@@ -136,6 +146,38 @@ impl Ctx {
         Ok((claim, req, access))
     }
 
+    /// `revoke_previous_key`, as the library calls it after a rotation
+    /// (its default calls `revoke_previous`), which must succeed.
+    pub(crate) async fn revoke_previous_key(
+        &self,
+        log: &mut Log,
+        what: &str,
+        rot: &RotationRequest,
+    ) -> Step<Revocation> {
+        let p = &self.provisioner;
+        self.must(log, what, || p.revoke_previous_key(rot)).await
+    }
+
+    /// After `revocation` of `old`'s key: it reaches nothing on `bucket`,
+    /// unless the provisioner said it kept it (which the library shows the
+    /// user as `CredentialsRotated=False`, and the report as not verified).
+    pub(crate) async fn expect_previous_revoked(
+        &self,
+        log: &mut Log,
+        revocation: &Revocation,
+        old: &BucketAccess,
+        bucket: &str,
+    ) -> Step<()> {
+        if let Revocation::Kept(why) = revocation {
+            log.not_verified(format!(
+                "the previous key's revocation after a rotation: revoke_previous_key kept it ({why})"
+            ));
+            return Ok(());
+        }
+        self.expect_revoked(log, old, bucket, "the previous credentials")
+            .await
+    }
+
     /// This run's rotation of `req` away from `old`'s key.
     pub(crate) fn rotation(&self, req: &BucketRequest, old: &BucketAccess) -> RotationRequest {
         RotationRequest::new(
@@ -147,22 +189,24 @@ impl Ctx {
     }
 
     /// [`call`](Self::call), which must be refused with a permanent error:
-    /// `Ok` carries the answer when it was not (the caller cleans it up
-    /// and fails, saying what was handed out).
+    /// `Ok(Err(refusal))` when it was, `Ok(Ok(answer))` when it was not
+    /// (the caller cleans it up and fails, saying what was handed out).
     pub(crate) async fn refused<T, F, Fut>(
         &self,
         log: &mut Log,
         what: &str,
         f: F,
-    ) -> Step<Option<T>>
+    ) -> Step<Result<T, ProvisionError>>
     where
         T: Shown,
         F: Fn() -> Fut,
         Fut: Future<Output = Result<T, ProvisionError>>,
     {
-        match self.call(log, what, f).await {
-            Ok(v) => Ok(Some(v)),
-            Err(e) if e.kind() == ErrorKind::Permanent => Ok(None),
+        let answer = self.call(log, what, f).await;
+        log.checking(format!("{what} is refused with a permanent error"));
+        match answer {
+            Ok(v) => Ok(Ok(v)),
+            Err(e) if e.kind() == ErrorKind::Permanent => Ok(Err(e)),
             Err(e) if e.is_retryable() => fail(format!(
                 "{what} answered a retryable error {} times ({}): the library would retry it forever and the claim would stay Pending; a request that cannot succeed as written is a permanent error",
                 self.settings.attempts,

@@ -16,7 +16,7 @@ use crate::core::provisioner::{
 use crate::obc::api::{BROWNFIELD_BUCKET_PARAMETER, ReclaimPolicy};
 
 /// Why a scenario stopped before its end.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) enum Stop {
     /// The provisioner broke the rule (or a probe failed): what happened.
     Fail(String),
@@ -32,13 +32,63 @@ pub(crate) fn fail<T>(message: impl Into<String>) -> Step<T> {
     Err(Stop::Fail(message.into()))
 }
 
-/// What happened in a scenario, line by line.
+/// What happened in a scenario, line by line (a line repeated right
+/// after itself is kept once, with a count), and the check being made.
 #[derive(Debug, Default)]
-pub(crate) struct Log(pub(crate) Vec<String>);
+pub(crate) struct Log {
+    pub(crate) lines: Vec<(String, usize)>,
+    /// The check under way: a failure is reported against it.
+    pub(crate) check: Option<String>,
+    /// What the scenario could not verify, and why.
+    pub(crate) unverified: Vec<String>,
+}
 
 impl Log {
     pub(crate) fn note(&mut self, line: impl Into<String>) {
-        self.0.push(line.into());
+        let line = line.into();
+        match self.lines.last_mut() {
+            Some((last, n)) if *last == line => *n += 1,
+            _ => self.lines.push((line, 1)),
+        }
+    }
+
+    /// Notes that `what` was not verified (the reason included).
+    pub(crate) fn not_verified(&mut self, what: impl Into<String>) {
+        let what = what.into();
+        if !self.unverified.contains(&what) {
+            self.unverified.push(what);
+        }
+    }
+
+    /// From now on, a failure is a failure of `check`.
+    pub(crate) fn checking(&mut self, check: impl Into<String>) {
+        self.check = Some(check.into());
+    }
+
+    /// Appends `other`'s lines (its check, if it made one, becomes ours).
+    pub(crate) fn append(&mut self, other: Log) {
+        for (line, n) in other.lines {
+            for _ in 0..n {
+                self.note(line.clone());
+            }
+        }
+        if other.check.is_some() {
+            self.check = other.check;
+        }
+        for what in other.unverified {
+            self.not_verified(what);
+        }
+    }
+
+    /// The lines as shown: a repeated one once, with its count.
+    pub(crate) fn shown(&self) -> Vec<String> {
+        self.lines
+            .iter()
+            .map(|(line, n)| match n {
+                1 => line.clone(),
+                n => format!("{line} (×{n})"),
+            })
+            .collect()
     }
 }
 
@@ -257,5 +307,32 @@ impl Cleanup {
                 log.note(format!("cleanup: {what} failed: {e}"));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_repeated_right_after_itself_is_shown_once_with_its_count() {
+        let mut log = Log::default();
+        for line in [
+            "a",
+            "probe: denied",
+            "probe: denied",
+            "probe: denied",
+            "b",
+            "a",
+        ] {
+            log.note(line);
+        }
+        assert_eq!(log.shown(), ["a", "probe: denied (×3)", "b", "a"]);
+        let mut outer = Log::default();
+        outer.note("a");
+        log.checking("the check");
+        outer.append(log);
+        assert_eq!(outer.shown()[0], "a (×2)");
+        assert_eq!(outer.check.as_deref(), Some("the check"));
     }
 }

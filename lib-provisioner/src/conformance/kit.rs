@@ -135,44 +135,69 @@ impl Kit {
             tracing::info!(scenario = scenario.name(), outcome = ?report.outcome, "{}", report.detail);
             scenarios.push(report);
         }
-        Report {
-            run: ctx.run.clone(),
+        Report::new(
+            ctx.run.clone(),
+            ctx.probe.name(),
             scenarios,
-            elapsed_ms: started.elapsed().as_millis(),
-        }
+            started.elapsed(),
+        )
     }
 }
 
 /// Runs `scenario`, cleans up, and checks that the store holds what it
-/// held before.
+/// held before: the same buckets, and (if the probe can list them) the same
+/// principals and policies.
 async fn one(ctx: &Ctx, scenario: Scenario) -> ScenarioReport {
     let started = Instant::now();
     let mut log = Log::default();
     let before = ctx.buckets(&mut log).await;
+    let made_before = ctx.inventory(&mut log).await;
     let mut undo = Cleanup::default();
-    let result = match &before {
-        Ok(_) => scenarios::run(ctx, scenario, &mut undo, &mut log).await,
-        Err(Stop::Fail(why)) => Err(Stop::Fail(why.clone())),
-        Err(Stop::NotApplicable(why)) => Err(Stop::NotApplicable(why.clone())),
+    let result = match (&before, &made_before) {
+        (Ok(_), Ok(_)) => scenarios::run(ctx, scenario, &mut undo, &mut log).await,
+        (Err(stop), _) | (_, Err(stop)) => Err(stop.clone()),
     };
+    let failed_check = log.check.clone();
     undo.run(ctx, &mut log).await;
-    let leftovers = match &before {
+    let mut leftovers = match &before {
         Ok(before) => leftovers(ctx, before, &mut log).await,
         Err(_) => None,
     };
-    let (outcome, detail) = match (result, leftovers) {
-        (Err(Stop::Fail(why)), _) => (Outcome::Failed, why),
-        (_, Some(why)) => (Outcome::Failed, why),
-        (Err(Stop::NotApplicable(why)), None) => (Outcome::NotApplicable, why),
-        (Ok(summary), None) => (Outcome::Passed, summary),
+    let mut unverified = Vec::new();
+    if let (None, Ok(Some(made))) = (&leftovers, &made_before) {
+        let when = "after the scenario's teardown";
+        if let Err(Stop::Fail(why) | Stop::NotApplicable(why)) =
+            ctx.expect_inventory(&mut log, made, when).await
+        {
+            leftovers = Some(why);
+        }
+    } else if let Ok(None) = &made_before {
+        unverified.push(
+            "principals and policies left behind: the probe cannot list them (StoreProbe::inventory)"
+                .to_owned(),
+        );
+    }
+    let (outcome, detail, check) = match (result, leftovers) {
+        (Err(Stop::Fail(why)), _) => (Outcome::Failed, why, failed_check),
+        (_, Some(why)) => (Outcome::Failed, why, log.check.clone()),
+        (Err(Stop::NotApplicable(why)), None) => (Outcome::NotApplicable, why, None),
+        (Ok(summary), None) => (Outcome::Passed, summary, None),
     };
-    ScenarioReport::new(scenario, outcome, detail, log.0, started.elapsed())
+    unverified.extend(log.unverified.iter().cloned());
+    let mut report = ScenarioReport::new(scenario, outcome, detail, log.shown(), started.elapsed());
+    report.check = check;
+    report.probe = ctx.probe.name();
+    report.not_verified = unverified;
+    report
 }
 
 /// What the scenario changed on the store after its cleanup: buckets that
 /// appeared (removed if they carry the run's prefix, so the next scenario
 /// starts clean) or disappeared.
 async fn leftovers(ctx: &Ctx, before: &BTreeSet<String>, log: &mut Log) -> Option<String> {
+    log.checking(
+        "after the scenario's teardown, the store holds exactly the buckets it held before",
+    );
     let after = match ctx.buckets(log).await {
         Ok(after) => after,
         Err(Stop::Fail(why) | Stop::NotApplicable(why)) => return Some(why),

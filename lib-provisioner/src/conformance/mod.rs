@@ -6,16 +6,28 @@
 //! because its own earlier work exists, refusing what is not the claim's.
 //! [`Kit`] calls your [`Provisioner`](crate::core::provisioner::Provisioner) directly (no
 //! Kubernetes needed) in the orders a crash produces, and checks the
-//! outcome on the store through a [`StoreProbe`] you write (does this
-//! bucket exist, which buckets are there, do these credentials reach this
-//! bucket). Each call the kit drops is polled by hand and dropped after its
-//! k-th `Pending`, for every k: a real cancellation at every point where the
-//! call waits.
+//! outcome on the store through a [`StoreProbe`] (does this bucket exist,
+//! which buckets are there, what may these credentials do on this bucket,
+//! which principals and policies are there). For S3 stores, feature
+//! `conformance-s3` gives a ready one, `S3Probe`, which asks the store with
+//! real S3 requests; write your own only for other stores, and make it ask
+//! the store, never your provisioner's records. Each call the kit drops is
+//! polled by hand and dropped after its k-th `Pending`, for every k: a real
+//! cancellation at every point where the call waits.
 //!
-//! The [`Report`] lists each [`Scenario`] (stable names such as
-//! `provision.abandoned`), whether it passed, what the provisioner and the
-//! store answered, and the [`Rule`] it checks with a link to its section of
-//! `docs/provisioner-guide.md`.
+//! After every scenario the kit
+//! compares the store's buckets, and the principals and policies
+//! [`StoreProbe::inventory`] lists, with what was there before: what the
+//! provisioner made and its teardown left fails the scenario, named.
+//! Credentials are checked as a matrix: every [`Op`] class on their own
+//! bucket (as the access mode allows), another claim's, a stranger's, and
+//! look-alike names sharing a prefix or a suffix with it (none).
+//!
+//! The [`Report`] names the probe, lists what was not exercised or not
+//! verified and why, then each [`Scenario`] (stable names such as
+//! `provision.abandoned`), whether it passed, the check that failed, what
+//! the provisioner and the store answered, and the [`Rule`] it checks with
+//! a link to its section of `docs/provisioner-guide.md`.
 //!
 //! Every name is unique to the run (buckets `kit<run>-…`, claims in
 //! namespace `kit-<run>` with fresh UIDs), and each scenario cleans up, so
@@ -45,11 +57,15 @@ mod kit;
 mod probe;
 mod report;
 mod rule;
+#[cfg(feature = "conformance-s3")]
+mod s3;
 mod scenario;
 mod scenarios;
 
 pub use kit::Kit;
 pub use probe::{Answer, Op, ProbeError, StoreProbe};
-pub use report::{Outcome, Report, ScenarioReport};
+pub use report::{NotExercised, Outcome, Report, ScenarioReport};
 pub use rule::Rule;
+#[cfg(feature = "conformance-s3")]
+pub use s3::{ConfigReader, PrincipalLister, S3Probe};
 pub use scenario::Scenario;

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use async_trait::async_trait;
 
-use crate::core::provisioner::BucketAccess;
+use crate::core::provisioner::{BucketAccess, Made};
 
 /// What a probe tries with a claim's credentials.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
@@ -19,6 +19,22 @@ pub enum Op {
     Write,
     /// List the bucket's objects.
     List,
+    /// Delete an object (one that is not there: the store checks the
+    /// permission before it looks, and no data is lost if it allows it).
+    Delete,
+    /// Start a multipart upload, and abort it again.
+    Multipart,
+}
+
+impl Op {
+    /// Every operation class, in the order the kit tries them.
+    pub const ALL: [Op; 5] = [
+        Self::List,
+        Self::Read,
+        Self::Write,
+        Self::Delete,
+        Self::Multipart,
+    ];
 }
 
 impl std::fmt::Display for Op {
@@ -27,6 +43,8 @@ impl std::fmt::Display for Op {
             Self::Read => "read",
             Self::Write => "write",
             Self::List => "list",
+            Self::Delete => "delete",
+            Self::Multipart => "multipart-upload",
         })
     }
 }
@@ -102,6 +120,14 @@ impl ProbeError {
 /// ```
 #[async_trait]
 pub trait StoreProbe: Send + Sync + 'static {
+    /// What this probe is, as the report names it next to each verdict it
+    /// produced (say whether it asks the store itself, or a record of
+    /// yours: a probe answering from the provisioner's own records passes
+    /// a provisioner whose calls never reach the store).
+    fn name(&self) -> String {
+        std::any::type_name::<Self>().to_owned()
+    }
+
     /// Whether `bucket` exists.
     async fn bucket_exists(&self, bucket: &str) -> Result<bool, ProbeError>;
 
@@ -126,4 +152,49 @@ pub trait StoreProbe: Send + Sync + 'static {
         bucket: &str,
         op: Op,
     ) -> Result<Answer, ProbeError>;
+
+    /// Everything the store holds that credentials reach it by, or that
+    /// decides what they reach: principals (users, keys, service
+    /// accounts) and policies, by their names in the store (buckets come
+    /// from [`list_buckets`](Self::list_buckets)). The kit lists them
+    /// before and after each scenario: what the provisioner made and its
+    /// teardown did not remove (a key minted on every repeat, a user left
+    /// after revoke) fails the scenario. Leave out what the provisioner
+    /// keeps for itself and what is always there.
+    ///
+    /// The default cannot list (`Ok(None)`): the report says "not
+    /// verified" for every scenario.
+    async fn inventory(&self) -> Result<Option<Vec<Made>>, ProbeError> {
+        Ok(None)
+    }
+
+    /// Puts one object into `bucket` as the store's administrator (the
+    /// claim's data, for the teardown-with-data scenarios); `Ok(false)`:
+    /// this probe cannot (the default), and those scenarios are not
+    /// exercised.
+    async fn put_data(&self, bucket: &str) -> Result<bool, ProbeError> {
+        let _ = bucket;
+        Ok(false)
+    }
+
+    /// Whether `bucket` holds any object; `Ok(None)`: this probe cannot
+    /// tell (the default), and the data a Retain keeps is not verified.
+    async fn holds_data(&self, bucket: &str) -> Result<Option<bool>, ProbeError> {
+        let _ = bucket;
+        Ok(None)
+    }
+
+    /// Whether the store applies `config` (a claim's `additionalConfig`,
+    /// as [`Kit::update_config`](super::Kit::update_config) gives it) to
+    /// `bucket`, read back from the store; `Ok(None)`: this probe cannot
+    /// tell (the default), and an update is checked only for not breaking
+    /// access.
+    async fn config_applied(
+        &self,
+        bucket: &str,
+        config: &std::collections::BTreeMap<String, String>,
+    ) -> Result<Option<bool>, ProbeError> {
+        let _ = (bucket, config);
+        Ok(None)
+    }
 }

@@ -45,7 +45,7 @@ impl Rule {
                 "every call runs under a timeout and may be dropped at any .await; the next call for the claim must converge to the same result"
             }
             Self::GoneIsDone => {
-                "delete, revoke and revoke_previous of what is already gone (or was never made) return Ok"
+                "delete, revoke and revoke_previous_key of what is already gone (or was never made) return Ok"
             }
             Self::Ownership => {
                 "a bucket that exists and was not created for this claim is refused with a permanent error, and teardown of another claim never removes it; grant refuses a bucket that does not exist"

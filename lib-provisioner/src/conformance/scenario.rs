@@ -20,9 +20,9 @@ pub enum Scenario {
     ProvisionAbandoned,
     /// `grant` twice on an existing bucket, then `revoke` twice.
     GrantRepeat,
-    /// `rotate` twice with one rotation, then `revoke_previous` twice.
+    /// `rotate` twice with one rotation, then `revoke_previous_key` twice (as the library calls it).
     RotateRepeat,
-    /// `rotate` dropped at each `.await`, then again, then `revoke_previous`.
+    /// `rotate` dropped at each `.await`, then again, then `revoke_previous_key`.
     RotateAbandoned,
     /// `update` twice with one change.
     UpdateRepeat,
@@ -50,11 +50,22 @@ pub enum Scenario {
     TeardownDelete,
     /// `revoke` keeps the bucket and leaves no working credentials.
     TeardownRetain,
+    /// `provision` with `reissue`: no new bucket, no wider access, and
+    /// refused once the bucket is gone.
+    ProvisionReissue,
+    /// Two claims granted one existing bucket: one's revoke leaves the
+    /// other's access.
+    GrantSharedBucket,
+    /// `delete` of a bucket holding data: gone, or refused; never Ok with
+    /// the bucket left.
+    TeardownDeleteWithData,
+    /// `revoke` under Retain of a bucket holding data: bucket and data stay.
+    TeardownRetainWithData,
 }
 
 impl Scenario {
     /// Every scenario, in the order the kit runs them.
-    pub const ALL: [Scenario; 18] = [
+    pub const ALL: [Scenario; 22] = [
         Self::ProvisionRepeat,
         Self::ProvisionAbandoned,
         Self::GrantRepeat,
@@ -73,6 +84,10 @@ impl Scenario {
         Self::ScopeReadOnly,
         Self::TeardownDelete,
         Self::TeardownRetain,
+        Self::ProvisionReissue,
+        Self::GrantSharedBucket,
+        Self::TeardownDeleteWithData,
+        Self::TeardownRetainWithData,
     ];
 
     /// The stable name, `<method or theme>.<case>`.
@@ -96,6 +111,10 @@ impl Scenario {
             Self::ScopeReadOnly => "scope.read-only",
             Self::TeardownDelete => "teardown.delete",
             Self::TeardownRetain => "teardown.retain",
+            Self::ProvisionReissue => "provision.reissue",
+            Self::GrantSharedBucket => "grant.shared-bucket",
+            Self::TeardownDeleteWithData => "teardown.delete-with-data",
+            Self::TeardownRetainWithData => "teardown.retain-with-data",
         }
     }
 
@@ -119,9 +138,15 @@ impl Scenario {
             | Self::RevokeNeverGranted => Rule::GoneIsDone,
             Self::OwnershipOtherClaimsBucket
             | Self::OwnershipForeignBucket
-            | Self::OwnershipGrantMissingBucket => Rule::Ownership,
-            Self::ScopeOtherClaimsBucket | Self::ScopeReadOnly => Rule::Scope,
-            Self::TeardownDelete | Self::TeardownRetain => Rule::Teardown,
+            | Self::OwnershipGrantMissingBucket
+            | Self::ProvisionReissue => Rule::Ownership,
+            Self::ScopeOtherClaimsBucket | Self::ScopeReadOnly | Self::GrantSharedBucket => {
+                Rule::Scope
+            }
+            Self::TeardownDelete
+            | Self::TeardownRetain
+            | Self::TeardownDeleteWithData
+            | Self::TeardownRetainWithData => Rule::Teardown,
         }
     }
 
@@ -137,9 +162,11 @@ impl Scenario {
             Self::GrantRepeat => {
                 "grant on an existing bucket twice, then revoke twice; the bucket and its data stay"
             }
-            Self::RotateRepeat => "rotate twice with one rotation id, then revoke_previous twice",
+            Self::RotateRepeat => {
+                "rotate twice with one rotation id, then revoke_previous_key twice"
+            }
             Self::RotateAbandoned => {
-                "rotate dropped after each point where it waits, rotate again, then revoke_previous"
+                "rotate dropped after each point where it waits, rotate again, then revoke_previous_key"
             }
             Self::UpdateRepeat => "update with one change of additionalConfig, twice",
             Self::DeleteRepeat => "provision, delete, delete again",
@@ -165,6 +192,18 @@ impl Scenario {
             Self::TeardownDelete => "provision, use the bucket, delete: nothing may remain",
             Self::TeardownRetain => {
                 "provision under Retain, revoke: the bucket stays, the credentials stop working"
+            }
+            Self::ProvisionReissue => {
+                "provision, provision again with reissue (credentials reach the claim's bucket only, no bucket made), delete, reissue again (refused, no bucket made)"
+            }
+            Self::GrantSharedBucket => {
+                "grant one existing bucket to two claims, revoke one: the other's access stays as it was"
+            }
+            Self::TeardownDeleteWithData => {
+                "provision, put data in the bucket, delete: the bucket is gone, or delete fails; never Ok with the bucket left"
+            }
+            Self::TeardownRetainWithData => {
+                "provision under Retain, put data in the bucket, revoke: bucket and data stay, the credentials stop working"
             }
         }
     }

@@ -6,11 +6,15 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use lib_provisioner::api::BROWNFIELD_BUCKET_PARAMETER;
+use lib_provisioner::conformance::{Answer, Op, ProbeError};
 use lib_provisioner::{
-    BucketAccess, BucketRequest, Credentials, ProvisionError, Provisioner, RotationRequest,
-    TeardownRequest, UpdateRequest,
+    BucketAccess, BucketRequest, Credentials, ProvisionError, Provisioner, Revocation,
+    RotationRequest, TeardownRequest, UpdateRequest,
 };
+use rand::Rng;
 use sample_provisioner::S3Provisioner;
+use sample_provisioner::admin::AdminClient;
+use sample_provisioner::credentials::{policy_document, policy_name};
 
 /// What a wrapper changes; everything else goes to the sample.
 #[derive(Clone, Copy, Debug)]
@@ -34,6 +38,35 @@ pub enum Flaw {
     KeepsBucketOnDelete,
     /// Teardown: revoke does nothing.
     KeepsKeysOnRevoke,
+    /// Teardown: delete and revoke answer Ok and never reach the store
+    /// (they update the provisioner's own records only).
+    NeverReachesStore,
+    /// Repeat: every provision after the first mints a new user for the
+    /// claim (the previous one stays).
+    MintsKeyOnRepeat,
+    /// Abandon: provision makes a staging user first and removes it at
+    /// its end: a dropped call leaves it.
+    LeavesKeyWhenDropped,
+    /// Teardown: revoke rewrites the claim's policy without its bucket
+    /// statement (no listing), and keeps the object statement.
+    RevokeRemovesListOnly,
+    /// Scope: the policy names `bucket*`, reaching every bucket whose name
+    /// starts with the claim's.
+    PolicyWildcard,
+    /// Update answers Ok and applies nothing.
+    UpdateDoesNothing,
+    /// Reissue provisions as for a new claim: a gone bucket is made again.
+    ReissueCreates,
+    /// Delete swallows BucketNotEmpty: Ok, with the bucket and its data left.
+    DeleteLeavesData,
+    /// One user per bucket for brownfield grants: a grant revokes the
+    /// previous claim's access to the same bucket.
+    GrantRevokesOthers,
+    /// Read-only credentials may also delete objects.
+    ReadOnlyDeletes,
+    /// Correct: implements only `revoke_previous_key` (the trait's advice);
+    /// `revoke_previous` is the default, which does nothing.
+    RevokePreviousKeyOnly,
 }
 
 /// The sample with one [`Flaw`].
@@ -41,8 +74,13 @@ pub struct Broken {
     inner: Arc<S3Provisioner>,
     flaw: Flaw,
     root: Credentials,
+    /// The store's admin API (RustFS), and its S3 API as root.
+    admin: Option<AdminClient>,
+    s3: aws_sdk_s3::Client,
+    /// Brownfield grants by bucket: the last claim's teardown.
+    grants: Mutex<BTreeMap<String, TeardownRequest>>,
     /// Buckets provisioned and not deleted, by this wrapper.
-    live: Mutex<BTreeSet<String>>,
+    live: Arc<Mutex<BTreeSet<String>>>,
     /// Buckets whose provision started, and those it finished.
     started: Mutex<BTreeSet<String>>,
     finished: Mutex<BTreeSet<String>>,
@@ -53,12 +91,58 @@ fn set(m: &Mutex<BTreeSet<String>>) -> std::sync::MutexGuard<'_, BTreeSet<String
 }
 
 impl Broken {
-    pub fn new(inner: Arc<S3Provisioner>, flaw: Flaw, root: Credentials) -> Self {
+    /// The wrapper's own record of the buckets it provisioned and did not
+    /// delete, for [`RecordsProbe`].
+    pub fn records(&self) -> Arc<Mutex<BTreeSet<String>>> {
+        self.live.clone()
+    }
+
+    fn admin(&self) -> &AdminClient {
+        self.admin
+            .as_ref()
+            .expect("this flaw needs the store's admin API")
+    }
+
+    /// A new user, `<prefix><random>`, with the claim's policy if
+    /// `claim_uid` is given.
+    async fn extra_user(&self, prefix: &str, claim_uid: Option<&str>) -> Credentials {
+        let n: u32 = rand::rng().random();
+        let name = format!("{prefix}{n:08x}");
+        let secret = format!("{:032x}", rand::rng().random::<u128>());
+        let admin = self.admin();
+        admin.add_user(&name, &secret).await.unwrap();
+        if let Some(uid) = claim_uid {
+            admin
+                .set_user_policy(&name, &policy_name(uid))
+                .await
+                .unwrap();
+        }
+        Credentials::new(name, secret)
+    }
+
+    pub fn new(
+        inner: Arc<S3Provisioner>,
+        flaw: Flaw,
+        root: Credentials,
+        endpoint: &str,
+        admin_api: bool,
+    ) -> Self {
+        let admin = admin_api.then(|| {
+            AdminClient::new(endpoint, obc_tests::testenv::S3_REGION, root.clone()).unwrap()
+        });
+        let s3 = obc_tests::testenv::s3_client_for(
+            endpoint,
+            &root.access_key_id,
+            &root.secret_access_key,
+        );
         Self {
             inner,
             flaw,
             root,
-            live: Mutex::default(),
+            admin,
+            s3,
+            grants: Mutex::default(),
+            live: Arc::default(),
             started: Mutex::default(),
             finished: Mutex::default(),
         }
@@ -106,6 +190,47 @@ impl Broken {
                 rw.additional_config.remove("accessMode");
                 self.inner.provision(&rw).await
             }
+            Flaw::MintsKeyOnRepeat if set(&self.live).contains(b) => {
+                let mut access = self.inner.provision(req).await?;
+                access.credentials = self.extra_user("obcm", Some(&req.claim.uid)).await;
+                Ok(access)
+            }
+            Flaw::LeavesKeyWhenDropped => {
+                let staging = self.extra_user("obcs", None).await;
+                let access = self.inner.provision(req).await;
+                self.admin()
+                    .remove_user(&staging.access_key_id)
+                    .await
+                    .unwrap();
+                access
+            }
+            Flaw::PolicyWildcard => {
+                let access = self.inner.provision(req).await?;
+                let wide = policy_document(&format!("{b}*"), Default::default());
+                self.admin()
+                    .add_canned_policy(&policy_name(&req.claim.uid), &wide)
+                    .await
+                    .unwrap();
+                Ok(access)
+            }
+            Flaw::ReadOnlyDeletes if req.additional_config.contains_key("accessMode") => {
+                let access = self.inner.provision(req).await?;
+                let mut doc = policy_document(b, sample_provisioner::access::Access::ReadOnly);
+                doc["Statement"][1]["Action"]
+                    .as_array_mut()
+                    .unwrap()
+                    .push("s3:DeleteObject".into());
+                self.admin()
+                    .add_canned_policy(&policy_name(&req.claim.uid), &doc)
+                    .await
+                    .unwrap();
+                Ok(access)
+            }
+            Flaw::ReissueCreates if req.reissue => {
+                let mut fresh = req.clone();
+                fresh.reissue = false;
+                self.inner.provision(&fresh).await
+            }
             _ => self.inner.provision(req).await,
         }
     }
@@ -123,7 +248,25 @@ impl Provisioner for Broken {
     }
 
     async fn grant(&self, req: &BucketRequest) -> Result<BucketAccess, ProvisionError> {
+        if let Flaw::GrantRevokesOthers = self.flaw {
+            let previous = self.grants.lock().unwrap().get(&req.bucket_name).cloned();
+            if let Some(previous) = previous.filter(|p| p.claim.uid != req.claim.uid) {
+                self.inner.revoke(&previous).await?;
+            }
+        }
         let access = self.inner.grant(req).await?;
+        if let Flaw::GrantRevokesOthers = self.flaw {
+            let mut td =
+                TeardownRequest::new(req.claim.clone(), &req.bucket_name, &req.storage_class_name)
+                    .with_parameters(req.parameters.clone())
+                    .provisioned_as(req.object_bucket_name.clone());
+            td.reclaim_policy = lib_provisioner::api::ReclaimPolicy::Retain;
+            td.additional_state = access.additional_state.clone();
+            self.grants
+                .lock()
+                .unwrap()
+                .insert(req.bucket_name.clone(), td);
+        }
         set(&self.live).insert(req.bucket_name.clone());
         Ok(access)
     }
@@ -137,6 +280,21 @@ impl Provisioner for Broken {
                 )));
             }
             Flaw::KeepsBucketOnDelete => return self.inner.revoke(req).await,
+            Flaw::NeverReachesStore => {
+                set(&self.live).remove(&req.bucket_name);
+                return Ok(());
+            }
+            Flaw::DeleteLeavesData => {
+                self.inner.revoke(req).await?;
+                let _ = self
+                    .s3
+                    .delete_bucket()
+                    .bucket(&req.bucket_name)
+                    .send()
+                    .await;
+                set(&self.live).remove(&req.bucket_name);
+                return Ok(());
+            }
             _ => {}
         }
         self.inner.delete(req).await?;
@@ -152,13 +310,25 @@ impl Provisioner for Broken {
                     req.claim
                 )))
             }
-            Flaw::KeepsKeysOnRevoke => Ok(()),
+            Flaw::KeepsKeysOnRevoke | Flaw::NeverReachesStore => Ok(()),
+            Flaw::RevokeRemovesListOnly => {
+                let mut doc = policy_document(&req.bucket_name, Default::default());
+                doc["Statement"].as_array_mut().unwrap().remove(0);
+                self.admin()
+                    .add_canned_policy(&policy_name(&req.claim.uid), &doc)
+                    .await
+                    .unwrap();
+                Ok(())
+            }
             _ => self.inner.revoke(req).await,
         }
     }
 
     async fn update(&self, req: &UpdateRequest) -> Result<(), ProvisionError> {
-        self.inner.update(req).await
+        match self.flaw {
+            Flaw::UpdateDoesNothing => Ok(()),
+            _ => self.inner.update(req).await,
+        }
     }
 
     async fn rotate(&self, req: &RotationRequest) -> Result<BucketAccess, ProvisionError> {
@@ -166,11 +336,72 @@ impl Provisioner for Broken {
     }
 
     async fn revoke_previous(&self, req: &RotationRequest) -> Result<(), ProvisionError> {
-        self.inner.revoke_previous(req).await
+        match self.flaw {
+            // The trait's default: nothing.
+            Flaw::RevokePreviousKeyOnly => Ok(()),
+            _ => self.inner.revoke_previous(req).await,
+        }
+    }
+
+    async fn revoke_previous_key(
+        &self,
+        req: &RotationRequest,
+    ) -> Result<Revocation, ProvisionError> {
+        match self.flaw {
+            Flaw::RevokePreviousKeyOnly => self.inner.revoke_previous_key(req).await,
+            _ => self
+                .revoke_previous(req)
+                .await
+                .map(|()| Revocation::Unreported),
+        }
     }
 }
 
 /// The read-only request of the sample.
 pub fn read_only() -> BTreeMap<String, String> {
     BTreeMap::from([("accessMode".to_owned(), "read-only".to_owned())])
+}
+
+/// A probe as an author might write it first: answering from the
+/// provisioner's own records instead of the store. It passes a provisioner
+/// whose delete never reaches the store, which the kit's `S3Probe` fails.
+pub struct RecordsProbe {
+    pub records: Arc<Mutex<BTreeSet<String>>>,
+    pub foreign: Mutex<BTreeSet<String>>,
+}
+
+#[async_trait]
+impl lib_provisioner::conformance::StoreProbe for RecordsProbe {
+    fn name(&self) -> String {
+        "RecordsProbe (the provisioner's own records)".to_owned()
+    }
+    async fn bucket_exists(&self, bucket: &str) -> Result<bool, ProbeError> {
+        Ok(set(&self.records).contains(bucket) || set(&self.foreign).contains(bucket))
+    }
+    async fn list_buckets(&self) -> Result<BTreeSet<String>, ProbeError> {
+        Ok(set(&self.records)
+            .union(&set(&self.foreign))
+            .cloned()
+            .collect())
+    }
+    async fn create_foreign_bucket(&self, bucket: &str) -> Result<(), ProbeError> {
+        set(&self.foreign).insert(bucket.to_owned());
+        Ok(())
+    }
+    async fn remove_bucket(&self, bucket: &str) -> Result<(), ProbeError> {
+        set(&self.foreign).remove(bucket);
+        Ok(())
+    }
+    async fn try_access(
+        &self,
+        _: &BucketAccess,
+        bucket: &str,
+        _: Op,
+    ) -> Result<Answer, ProbeError> {
+        Ok(if set(&self.records).contains(bucket) {
+            Answer::Allowed
+        } else {
+            Answer::Denied("no record of access".to_owned())
+        })
+    }
 }

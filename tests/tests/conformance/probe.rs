@@ -1,179 +1,100 @@
-//! [`S3Probe`]: the kit's view of an S3 store (s3s-fs, RustFS), with the
-//! store's root credentials, never the provisioner's code.
+//! The kit's probe for the test stores: the library's ready
+//! [`S3Probe`](lib_provisioner::conformance::S3Probe) (real S3 requests as
+//! the store's root), plus, on RustFS, its MinIO admin API for what S3
+//! cannot say: the users and policies on the store, and a bucket's quota.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 
 use async_trait::async_trait;
-use aws_sdk_s3::config::http::HttpResponse;
-use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
-use aws_sdk_s3::primitives::ByteStream;
-use lib_provisioner::BucketAccess;
-use lib_provisioner::conformance::{Answer, Op, ProbeError, StoreProbe};
-use obc_tests::testenv::s3_client_for;
+use lib_provisioner::Credentials;
+use lib_provisioner::conformance::{ConfigReader, PrincipalLister, ProbeError, S3Probe};
+use lib_provisioner::provisioner::{Made, MadeKind};
+use obc_tests::testenv::S3_REGION;
+use sample_provisioner::admin::AdminClient;
 
-/// Probes the store at `endpoint` with its root key.
-#[derive(Clone)]
-pub struct S3Probe {
-    endpoint: String,
-    root: aws_sdk_s3::Client,
-    /// The provisioner's own bucket (its state bucket), left out of listings.
-    own: String,
-}
-
-impl S3Probe {
-    pub fn new(endpoint: &str, key: &str, secret: &str, own: &str) -> Self {
-        Self {
-            endpoint: endpoint.to_owned(),
-            root: s3_client_for(endpoint, key, secret),
-            own: own.to_owned(),
-        }
+/// The probe of the store at `endpoint` with its root key; with the admin
+/// API (`admin_api`), principals are listed and quotas read back.
+pub fn s3_probe(endpoint: &str, root: &Credentials, own: &str, admin_api: bool) -> S3Probe {
+    let probe = S3Probe::new(
+        endpoint,
+        root.clone(),
+        sample_provisioner::http::s3_http_client(),
+    )
+    .ignore_bucket(own);
+    if !admin_api {
+        return probe;
     }
+    let admin = AdminClient::new(endpoint, S3_REGION, root.clone()).unwrap();
+    probe
+        .with_lister(Admin {
+            admin: admin.clone(),
+            store: endpoint.to_owned(),
+        })
+        .with_config_reader(Admin {
+            admin,
+            store: endpoint.to_owned(),
+        })
 }
 
-/// The error's S3 code and HTTP status.
-fn code<E: ProvideErrorMetadata>(e: &SdkError<E, HttpResponse>) -> (String, u16) {
-    let status = e.raw_response().map(|r| r.status().as_u16()).unwrap_or(0);
-    (e.code().unwrap_or("no code").to_owned(), status)
+/// The store's admin API, as the kit's eyes.
+struct Admin {
+    admin: AdminClient,
+    store: String,
 }
 
-fn failed<E: std::fmt::Debug>(what: &str, e: E) -> ProbeError {
-    ProbeError::new(format!("{what}: {e:?}"))
-}
-
-/// Allowed, denied (403: refused credentials) or a probe error.
-fn answer<T, E>(
-    what: &str,
-    result: Result<T, SdkError<E, HttpResponse>>,
-    also_allowed: &[&str],
-) -> Result<Answer, ProbeError>
-where
-    E: ProvideErrorMetadata + std::fmt::Debug,
-{
-    match result {
-        Ok(_) => Ok(Answer::Allowed),
-        Err(e) => {
-            let (code, status) = code(&e);
-            if also_allowed.contains(&code.as_str()) {
-                Ok(Answer::Allowed)
-            } else if status == 403 {
-                Ok(Answer::Denied(code))
-            } else {
-                Err(failed(what, e))
-            }
-        }
-    }
+fn failed(what: &str, e: impl std::fmt::Display) -> ProbeError {
+    ProbeError::new(format!("admin API {what}: {e}"))
 }
 
 #[async_trait]
-impl StoreProbe for S3Probe {
-    async fn bucket_exists(&self, bucket: &str) -> Result<bool, ProbeError> {
-        match self.root.head_bucket().bucket(bucket).send().await {
-            Ok(_) => Ok(true),
-            Err(e) if code(&e).1 == 404 => Ok(false),
-            Err(e) => Err(failed("HeadBucket", e)),
+impl PrincipalLister for Admin {
+    async fn list(&self) -> Result<Vec<Made>, ProbeError> {
+        let users = self
+            .admin
+            .list_users()
+            .await
+            .map_err(|e| failed("list users", e))?;
+        let policies = self
+            .admin
+            .list_canned_policies()
+            .await
+            .map_err(|e| failed("list policies", e))?;
+        let principals = users
+            .into_keys()
+            .map(|u| Made::new(MadeKind::Principal, &self.store, u));
+        let policies = policies
+            .into_iter()
+            .map(|p| Made::new(MadeKind::Policy, &self.store, p));
+        Ok(principals.chain(policies).collect())
+    }
+}
+
+/// `64Mi` as bytes (the sample's `maxSize` units).
+fn bytes(size: &str) -> Option<u64> {
+    let units = [("Ki", 1u64 << 10), ("Mi", 1 << 20), ("Gi", 1 << 30)];
+    for (suffix, unit) in units {
+        if let Some(n) = size.strip_suffix(suffix) {
+            return n.parse::<u64>().ok().map(|n| n * unit);
         }
     }
+    size.parse().ok()
+}
 
-    async fn list_buckets(&self) -> Result<BTreeSet<String>, ProbeError> {
-        let out = self
-            .root
-            .list_buckets()
-            .send()
-            .await
-            .map_err(|e| failed("ListBuckets", e))?;
-        Ok(out
-            .buckets()
-            .iter()
-            .filter_map(|b| b.name().map(str::to_owned))
-            .filter(|b| *b != self.own)
-            .collect())
-    }
-
-    async fn create_foreign_bucket(&self, bucket: &str) -> Result<(), ProbeError> {
-        self.root
-            .create_bucket()
-            .bucket(bucket)
-            .send()
-            .await
-            .map_err(|e| failed("CreateBucket", e))?;
-        self.root
-            .put_object()
-            .bucket(bucket)
-            .key("owners-data.txt")
-            .body(ByteStream::from_static(b"not the provisioner's"))
-            .send()
-            .await
-            .map_err(|e| failed("PutObject", e))?;
-        Ok(())
-    }
-
-    async fn remove_bucket(&self, bucket: &str) -> Result<(), ProbeError> {
-        let listed = match self.root.list_objects_v2().bucket(bucket).send().await {
-            Ok(l) => l,
-            Err(e) if code(&e).1 == 404 => return Ok(()),
-            Err(e) => return Err(failed("ListObjectsV2", e)),
-        };
-        for key in listed.contents().iter().filter_map(|o| o.key()) {
-            self.root
-                .delete_object()
-                .bucket(bucket)
-                .key(key)
-                .send()
-                .await
-                .map_err(|e| failed("DeleteObject", e))?;
-        }
-        match self.root.delete_bucket().bucket(bucket).send().await {
-            Ok(_) => Ok(()),
-            Err(e) if code(&e).1 == 404 => Ok(()),
-            Err(e) => Err(failed("DeleteBucket", e)),
-        }
-    }
-
-    async fn try_access(
+#[async_trait]
+impl ConfigReader for Admin {
+    async fn applied(
         &self,
-        access: &BucketAccess,
         bucket: &str,
-        op: Op,
-    ) -> Result<Answer, ProbeError> {
-        let c = &access.credentials;
-        let client = s3_client_for(&self.endpoint, &c.access_key_id, &c.secret_access_key);
-        match op {
-            Op::Read => {
-                let got = client
-                    .get_object()
-                    .bucket(bucket)
-                    .key("kit-probe-absent")
-                    .send()
-                    .await;
-                answer("GetObject", got, &["NoSuchKey"])
-            }
-            Op::List => answer(
-                "ListObjectsV2",
-                client.list_objects_v2().bucket(bucket).send().await,
-                &[],
-            ),
-            Op::Write => {
-                let key = "kit-probe-write";
-                let put = client
-                    .put_object()
-                    .bucket(bucket)
-                    .key(key)
-                    .body(ByteStream::from_static(b"probe"))
-                    .send()
-                    .await;
-                let answer = answer("PutObject", put, &[])?;
-                if answer == Answer::Allowed {
-                    // As it was: an empty bucket stays empty for a delete.
-                    self.root
-                        .delete_object()
-                        .bucket(bucket)
-                        .key(key)
-                        .send()
-                        .await
-                        .map_err(|e| failed("DeleteObject", e))?;
-                }
-                Ok(answer)
-            }
-        }
+        config: &BTreeMap<String, String>,
+    ) -> Result<Option<bool>, ProbeError> {
+        let Some(want) = config.get("maxSize").and_then(|s| bytes(s)) else {
+            return Ok(None);
+        };
+        let quota = self
+            .admin
+            .bucket_quota(bucket)
+            .await
+            .map_err(|e| failed("bucket quota", e))?;
+        Ok(Some(quota.quota == want))
     }
 }

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use async_trait::async_trait;
 use lib_provisioner::BucketAccess;
 use lib_provisioner::conformance::{Answer, Op, ProbeError, StoreProbe};
+use lib_provisioner::provisioner::{Made, MadeKind};
 
 use super::{Bucket, State};
 
@@ -56,11 +57,37 @@ impl StoreProbe for MemoryProbe {
             None => Answer::Denied("unknown key".into()),
             Some(k) if k.secret != creds.secret_access_key => Answer::Denied("wrong secret".into()),
             Some(k) if k.bucket != bucket => Answer::Denied("another bucket".into()),
-            Some(k) if op == Op::Write && !k.writes => Answer::Denied("read-only key".into()),
+            Some(k) if !k.writes && !matches!(op, Op::List | Op::Read) => {
+                Answer::Denied("read-only key".into())
+            }
             Some(_) if !state.buckets.contains_key(bucket) => {
                 Answer::Denied("no such bucket".into())
             }
             Some(_) => Answer::Allowed,
         })
+    }
+
+    /// The quota the store holds for the bucket, against `maxSize`.
+    async fn config_applied(
+        &self,
+        bucket: &str,
+        config: &std::collections::BTreeMap<String, String>,
+    ) -> Result<Option<bool>, ProbeError> {
+        let state = self.state()?;
+        Ok(state
+            .buckets
+            .get(bucket)
+            .map(|b| b.quota.as_ref() == config.get("maxSize")))
+    }
+
+    /// Every key the store holds: the kit checks that each is gone with
+    /// its claim.
+    async fn inventory(&self) -> Result<Option<Vec<Made>>, ProbeError> {
+        let keys = self.state()?.keys.keys().cloned().collect::<Vec<_>>();
+        Ok(Some(
+            keys.into_iter()
+                .map(|k| Made::new(MadeKind::Principal, "memory", k))
+                .collect(),
+        ))
     }
 }

@@ -1,10 +1,13 @@
 //! The scenarios, one file per rule; [`run`] picks one.
 
 mod abandon;
+mod data;
 mod gone;
 mod ownership;
+mod reissue;
 mod repeat;
 mod scope;
+mod shared;
 mod teardown;
 
 use super::Scenario;
@@ -42,5 +45,9 @@ pub(crate) async fn run(
         Scenario::ScopeReadOnly => scope::read_only(ctx, undo, log).await,
         Scenario::TeardownDelete => teardown::delete(ctx, undo, log).await,
         Scenario::TeardownRetain => teardown::retain(ctx, undo, log).await,
+        Scenario::ProvisionReissue => reissue::provision(ctx, undo, log).await,
+        Scenario::GrantSharedBucket => shared::grants(ctx, undo, log).await,
+        Scenario::TeardownDeleteWithData => data::delete(ctx, undo, log).await,
+        Scenario::TeardownRetainWithData => data::retain(ctx, undo, log).await,
     }
 }

@@ -29,12 +29,20 @@ pub(crate) async fn other_claims_bucket(
     let td_b = ctx.teardown(&b, None, ReclaimPolicy::Delete, false);
     undo.revoke(td_b.clone());
     let what = format!("provision {} for claim B ({})", a.bucket, b.identity);
-    if let Some(given) = ctx.refused(log, &what, || p.provision(&req_b)).await? {
-        undo.record(&b.identity.uid, &given);
-        return fail(format!(
-            "{what} succeeded, handing claim B access key {} to claim A's bucket",
-            given.credentials.access_key_id
-        ));
+    let before = ctx.buckets(log).await?;
+    let made = ctx.inventory(log).await?;
+    match ctx.refused(log, &what, || p.provision(&req_b)).await? {
+        Ok(given) => {
+            undo.record(&b.identity.uid, &given);
+            return fail(format!(
+                "{what} succeeded, handing claim B access key {} to claim A's bucket",
+                given.credentials.access_key_id
+            ));
+        }
+        Err(e) => {
+            ctx.expect_nothing_created(log, &e, &before, made.as_ref(), &what)
+                .await?
+        }
     }
     ctx.must(log, "delete for claim B (provisioned=false)", || {
         p.delete(&td_b)
@@ -73,12 +81,20 @@ pub(crate) async fn foreign_bucket(ctx: &Ctx, undo: &mut Cleanup, log: &mut Log)
         "provision {bucket} (made by someone else) for {}",
         claim.identity
     );
-    if let Some(given) = ctx.refused(log, &what, || p.provision(&req)).await? {
-        undo.record(&claim.identity.uid, &given);
-        return fail(format!(
-            "{what} succeeded, handing the claim access key {} to a bucket the provisioner did not make",
-            given.credentials.access_key_id
-        ));
+    let before = ctx.buckets(log).await?;
+    let made = ctx.inventory(log).await?;
+    match ctx.refused(log, &what, || p.provision(&req)).await? {
+        Ok(given) => {
+            undo.record(&claim.identity.uid, &given);
+            return fail(format!(
+                "{what} succeeded, handing the claim access key {} to a bucket the provisioner did not make",
+                given.credentials.access_key_id
+            ));
+        }
+        Err(e) => {
+            ctx.expect_nothing_created(log, &e, &before, made.as_ref(), &what)
+                .await?
+        }
     }
     ctx.must(log, "delete for the claim (provisioned=false)", || {
         p.delete(&td)
@@ -108,13 +124,20 @@ pub(crate) async fn grant_missing_bucket(
         "grant {} (does not exist) to {}",
         claim.bucket, claim.identity
     );
-    if let Some(given) = ctx.refused(log, &what, || p.grant(&req)).await? {
-        undo.record(&claim.identity.uid, &given);
-        undo.remove_bucket(&claim.bucket);
-        return fail(format!(
-            "{what} succeeded (access key {}): a brownfield class names an existing bucket, and a missing one is the class's mistake to report",
-            given.credentials.access_key_id
-        ));
+    let made = ctx.inventory(log).await?;
+    match ctx.refused(log, &what, || p.grant(&req)).await? {
+        Ok(given) => {
+            undo.record(&claim.identity.uid, &given);
+            undo.remove_bucket(&claim.bucket);
+            return fail(format!(
+                "{what} succeeded (access key {}): a brownfield class names an existing bucket, and a missing one is the class's mistake to report",
+                given.credentials.access_key_id
+            ));
+        }
+        Err(e) => {
+            ctx.expect_nothing_created(log, &e, &before, made.as_ref(), &what)
+                .await?
+        }
     }
     ctx.expect_buckets(log, &before, &[], "after the refused grant")
         .await?;

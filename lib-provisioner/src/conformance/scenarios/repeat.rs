@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use super::super::checks::READ_WRITE;
+use super::super::checks::{READ_WRITE, Reach};
 use super::super::ctx::{Cleanup, Ctx, Log, Step, Stop};
 use super::super::{Op, calls::error_shown};
 use crate::core::provisioner::{ErrorKind, UpdateRequest};
@@ -115,25 +115,26 @@ pub(crate) async fn rotate(ctx: &Ctx, undo: &mut Cleanup, log: &mut Log) -> Step
         &old,
         &claim.bucket,
         &[Op::List],
-        "the previous credentials, until revoke_previous,",
+        "the previous credentials, until revoke_previous_key,",
     )
     .await?;
-    ctx.must(log, "revoke_previous", || p.revoke_previous(&rot))
+    ctx.revoke_previous_key(log, "revoke_previous_key", &rot)
         .await?;
-    ctx.must(log, "revoke_previous again", || p.revoke_previous(&rot))
+    let revocation = ctx
+        .revoke_previous_key(log, "revoke_previous_key again", &rot)
         .await?;
-    ctx.expect_revoked(log, &old, &claim.bucket, "the previous credentials")
+    ctx.expect_previous_revoked(log, &revocation, &old, &claim.bucket)
         .await?;
-    ctx.expect_allowed(
+    let cells = ctx.own_and_look_alikes(log, undo, &claim.bucket).await?;
+    ctx.expect_reach(
         log,
         &new,
-        &claim.bucket,
-        &READ_WRITE,
-        "the rotated credentials, after revoke_previous,",
+        &cells,
+        "the rotated credentials, after revoke_previous_key,",
     )
     .await?;
     Ok(
-        "rotate twice and revoke_previous twice succeeded; only the new credentials work"
+        "rotate twice and revoke_previous_key twice succeeded; only the new credentials work"
             .to_owned(),
     )
 }
@@ -171,13 +172,13 @@ pub(crate) async fn update(ctx: &Ctx, undo: &mut Cleanup, log: &mut Log) -> Step
         || p.update(&upd),
     )
     .await?;
-    ctx.expect_allowed(
+    ctx.expect_config(log, &claim.bucket, &change).await?;
+    ctx.expect_reach(
         log,
         &access,
-        &claim.bucket,
-        &[Op::List],
+        &[(claim.bucket.clone(), Reach::All)],
         "the claim's credentials, after the update,",
     )
     .await?;
-    Ok("update twice succeeded".to_owned())
+    Ok("update twice succeeded; the claim's credentials reach their bucket as before".to_owned())
 }

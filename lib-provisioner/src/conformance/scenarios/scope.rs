@@ -1,8 +1,7 @@
 //! What a claim's credentials reach
 //! ([`Rule::Scope`](super::super::Rule::Scope)).
 
-use super::super::Op;
-use super::super::checks::{ANY, READ_WRITE};
+use super::super::checks::Reach;
 use super::super::ctx::{Cleanup, Ctx, Log, Step, Stop};
 use crate::obc::api::ReclaimPolicy;
 
@@ -42,21 +41,22 @@ pub(crate) async fn other_claims_bucket(
     let [(a, access_a), (b, access_b)] = &claims[..] else {
         return Err(Stop::Fail("two claims were provisioned".to_owned()));
     };
-    ctx.expect_allowed(
+    let mut cells = ctx.own_and_look_alikes(log, undo, &a.bucket).await?;
+    cells.push((b.bucket.clone(), Reach::Nothing));
+    cells.push((foreign.clone(), Reach::Nothing));
+    ctx.expect_reach(log, access_a, &cells, "claim A's credentials")
+        .await?;
+    ctx.expect_reach(
         log,
-        access_a,
-        &a.bucket,
-        &READ_WRITE,
-        "claim A's credentials",
+        access_b,
+        &[
+            (b.bucket.clone(), Reach::All),
+            (a.bucket.clone(), Reach::Nothing),
+        ],
+        "claim B's credentials",
     )
     .await?;
-    ctx.expect_denied(log, access_a, &b.bucket, &ANY, "claim A's credentials")
-        .await?;
-    ctx.expect_denied(log, access_b, &a.bucket, &ANY, "claim B's credentials")
-        .await?;
-    ctx.expect_denied(log, access_a, &foreign, &ANY, "claim A's credentials")
-        .await?;
-    Ok("each claim's credentials reach its own bucket only".to_owned())
+    Ok("each claim's credentials reach its own bucket only (every operation class; not the other claim's, a stranger's, or look-alike names)".to_owned())
 }
 
 pub(crate) async fn read_only(ctx: &Ctx, undo: &mut Cleanup, log: &mut Log) -> Step<String> {
@@ -85,21 +85,15 @@ pub(crate) async fn read_only(ctx: &Ctx, undo: &mut Cleanup, log: &mut Log) -> S
         )
         .await?;
     undo.record(&claim.identity.uid, &access);
-    ctx.expect_allowed(
+    ctx.expect_reach(
         log,
         &access,
-        &claim.bucket,
-        &[Op::Read, Op::List],
+        &[(claim.bucket.clone(), Reach::ReadOnly)],
         "the read-only credentials",
     )
     .await?;
-    ctx.expect_denied(
-        log,
-        &access,
-        &claim.bucket,
-        &[Op::Write],
-        "the read-only credentials",
+    Ok(
+        "read-only credentials read and list, and cannot write, delete or upload in parts"
+            .to_owned(),
     )
-    .await?;
-    Ok("read-only credentials read and list, and cannot write".to_owned())
 }
