@@ -726,9 +726,15 @@ async fn a_restart_reads_only_the_children_someone_else_changed() {
     tokio::time::sleep(Duration::from_secs(3)).await;
     let reads = child_reads(&audit, before);
     for calm in ["calm-1", "calm-2"] {
+        let writers = secrets
+            .get(calm)
+            .await
+            .expect("secret")
+            .metadata
+            .managed_fields;
         assert!(
             !reads.iter().any(|(_, name)| name == calm),
-            "unchanged children of {calm} were read after the restart: {reads:?}"
+            "unchanged children of {calm} were read after the restart: {reads:?}; its Secret's writers: {writers:?}"
         );
     }
     for kind in ["secrets", "configmaps"] {

@@ -208,17 +208,25 @@ where
 }
 
 /// Resolves once every cache has listed: then reconciles may decide, and
-/// `/readyz` answers ok.
+/// `/readyz` answers ok. The children's caches count too: a pass that
+/// found a claim's Secret missing only because its cache had not listed
+/// yet would write it (a create answered 409, then a read) for every claim
+/// at a restart.
 pub(super) async fn signal_ready(
-    classes: Store<StorageClass>,
-    buckets: Store<ObjectBucket>,
+    (classes, buckets): (Store<StorageClass>, Store<ObjectBucket>),
     claims: Store<ObjectBucketClaim>,
+    (secrets, config_maps): (
+        Store<PartialObjectMeta<Secret>>,
+        Store<PartialObjectMeta<ConfigMap>>,
+    ),
     synced: watch::Sender<bool>,
     health: Arc<Health>,
 ) {
     let _ = classes.wait_until_ready().await;
     let _ = buckets.wait_until_ready().await;
     let _ = claims.wait_until_ready().await;
+    let _ = secrets.wait_until_ready().await;
+    let _ = config_maps.wait_until_ready().await;
     info!("caches are synced; reconciling");
     let _ = synced.send(true);
     health.ready.store(true, Ordering::Relaxed);

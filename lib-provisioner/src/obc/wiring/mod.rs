@@ -54,6 +54,7 @@ pub(crate) fn start<P: Provisioner>(
         &shared.health,
     );
     let claims = scope.claims.clone();
+    let children = (scope.secrets.clone(), scope.config_maps.clone());
     shared.metrics.add_gauge(ClaimPhases(claims.clone()));
 
     let (synced_tx, synced_rx) = watch::channel(false);
@@ -107,9 +108,9 @@ pub(crate) fn start<P: Provisioner>(
         ));
     }
     let ready = caches::signal_ready(
-        caches.classes.clone(),
-        caches.buckets.clone(),
+        (caches.classes.clone(), caches.buckets.clone()),
         claims,
+        children,
         synced_tx,
         shared.health.clone(),
     );
