@@ -33,7 +33,7 @@ use obc_tests::cosi_e2e::{
     MANAGEMENT_OVERRIDE, access_keys, access_of, api, claim_of_class, create, keys_of, reach,
     status_str, wait_ready,
 };
-use obc_tests::reliability::{Proc, Summary};
+use obc_tests::reliability::{Proc, Summary, ownerless_users};
 use obc_tests::wait_for;
 use serde_json::json;
 
@@ -136,6 +136,12 @@ async fn attacks(suite: &CosiSuite, summary: &mut Summary) -> Result<()> {
         summary.counts.foreign_buckets += 1;
         outcomes.push(format!("the victim's Bucket is bound to {claim_uid:?}"));
     }
+    // Every store user left has a live owner once revocations settle.
+    let ownerless = settled_ownerless(suite).await?;
+    if !ownerless.is_empty() {
+        summary.counts.orphaned_principals += ownerless.len();
+        outcomes.push(format!("store users without a live owner: {ownerless:?}"));
+    }
     summary.note("outcomes", outcomes.join("; "));
     cleanup(suite, summary, &victim).await?;
     ensure!(
@@ -146,6 +152,20 @@ async fn attacks(suite: &CosiSuite, summary: &mut Summary) -> Result<()> {
     summary.counts.scenarios += 1;
     proc.kill().await;
     Ok(())
+}
+
+/// The store's users without a live claim or BucketAccess, after giving
+/// revocations under way time to finish.
+async fn settled_ownerless(suite: &CosiSuite) -> Result<Vec<String>> {
+    let (root, _) = suite.store.root_credentials();
+    let deadline = tokio::time::Instant::now() + T;
+    loop {
+        let ownerless = ownerless_users(&suite.admin, &suite.store_admin, &root).await?;
+        if ownerless.is_empty() || tokio::time::Instant::now() > deadline {
+            return Ok(ownerless);
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 }
 
 /// The victim's BucketClaim, its BucketAccess, and an object written with
