@@ -353,6 +353,7 @@ mod tests {
                 "0",
                 "0",
                 "0",
+                "0",
                 "2.5s",
                 ""
             ]
@@ -370,6 +371,11 @@ mod tests {
         assert!(counts.clean());
         counts.foreign_revocations = 1;
         assert!(!counts.clean());
+        let ownerless_user = Counts {
+            orphaned_principals: 1,
+            ..Counts::default()
+        };
+        assert!(!ownerless_user.clean(), "a store user without an owner");
     }
 
     #[test]
