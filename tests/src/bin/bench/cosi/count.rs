@@ -42,8 +42,7 @@ pub fn others(delta: &ApiSnapshot, own: &[(&str, &str, f64)]) -> Requests {
 /// Prints reads and writes per object (writes by resource and verb, reads
 /// by resource) and returns them.
 pub fn print_cost(title: &str, r: &Requests, per: usize) -> Cost {
-    let reads = r.filter(|k| k.verb == "GET" || k.verb == "LIST");
-    let writes = r.filter(|k| WRITE_VERBS.contains(&k.verb.as_str()));
+    let (reads, writes) = split(r);
     let cost = Cost {
         reads: reads.total() / per as f64,
         writes: writes.total() / per as f64,
@@ -71,6 +70,13 @@ pub fn print_cost(title: &str, r: &Requests, per: usize) -> Cost {
     cost
 }
 
+/// Reads (GET, LIST) and writes; watches are neither.
+fn split(r: &Requests) -> (Requests, Requests) {
+    let reads = r.filter(|k| k.verb == "GET" || k.verb == "LIST");
+    let writes = r.filter(|k| WRITE_VERBS.contains(&k.verb.as_str()));
+    (reads, writes)
+}
+
 /// Waits until no client but the apiserver itself has sent a request for
 /// `quiet` (reads and writes; watches excluded), so that a phase's counts
 /// hold the tail of its work.
@@ -95,5 +101,44 @@ pub async fn wait_quiet(run: &Run, quiet: Duration, timeout: Duration) -> Result
         if started.elapsed() > timeout {
             bail!("the apiserver still got requests after {timeout:?}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::prom::Key;
+
+    #[test]
+    fn own_requests_and_leases_are_taken_out_and_watches_are_neither() {
+        let mut r = Requests::default();
+        for (resource, verb, n) in [
+            (cosi("bucketclaims"), "POST", 10.0),
+            (cosi("bucketclaims"), "GET", 7.0),
+            (cosi("buckets"), "LIST", 1.0),
+            (cosi("buckets"), "WATCH", 3.0),
+            ("secrets".to_owned(), "PATCH", 2.0),
+            ("leases (coordination.k8s.io)".to_owned(), "PUT", 5.0),
+        ] {
+            let key = Key {
+                resource,
+                verb: verb.into(),
+                code: "201".into(),
+            };
+            r.0.insert(key, n);
+        }
+        let delta = ApiSnapshot {
+            requests: r,
+            seconds: Requests::default(),
+            timed: Requests::default(),
+        };
+        let theirs = others(&delta, &[(&cosi("bucketclaims"), "POST", 8.0)]);
+        let (reads, writes) = split(&theirs);
+        assert_eq!(reads.total(), 8.0, "GET and LIST");
+        assert_eq!(
+            writes.total(),
+            4.0,
+            "2 claim POSTs left and 2 Secret PATCHes; no lease"
+        );
     }
 }
