@@ -106,13 +106,6 @@ pub async fn serial(run: &Run, tracks: &Tracks, mode: Mode, ns: &str, n: usize) 
         n,
     );
 
-    if !mode.deletes_complete() {
-        out(
-            "    deletions not measured: upstream's sidecar (and controller) at ee00c269 do not finish them",
-        );
-        s.load = loadavg();
-        return Ok(s);
-    }
     header(&format!(
         "COSI [{}]: {n} BucketAccesses one by one (one claim each) -> accessGranted with its Secret",
         mode.name()
@@ -141,6 +134,13 @@ pub async fn serial(run: &Run, tracks: &Tracks, mode: Mode, ns: &str, n: usize) 
         n,
     );
 
+    if !mode.deletes_complete() {
+        out(
+            "    deletions not measured: upstream's sidecar (and controller) at ee00c269 do not finish them",
+        );
+        s.load = loadavg();
+        return Ok(s);
+    }
     header(&format!(
         "COSI [{}]: the {n} BucketAccesses deleted one by one",
         mode.name()
