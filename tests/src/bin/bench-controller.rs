@@ -11,6 +11,16 @@
 //! `/proc/<pid>/status`. Provisioner calls are counted by the library's
 //! `obc_provisioner_operations_total` on `/metrics`, and logged again at exit.
 //!
+//! COSI (the benchmark's `--cosi` part): `--cosi DRIVER` serves COSI
+//! in-process too (the binding role for every driver, the driver role for
+//! `DRIVER`); `--cosi-grpc SOCKET --cosi-grpc-driver NAME` serves the same
+//! no-op provisioner as a COSI gRPC driver on a unix socket, for upstream's
+//! sidecar. With either, the OBC controllers watch only an empty namespace
+//! (`--obc-namespace`, default `bench-cosi-no-obc`), so that the OBC claims
+//! of the benchmark's earlier phases cost nothing here. Grants of several
+//! buckets under one credential are accepted (the trait's default refuses
+//! them), so a BucketAccess may name many claims.
+//!
 //! `--caches-only [--strip-managed-fields]` runs no controller: only watches
 //! and caches shaped like the library's (claims and ObjectBuckets in full,
 //! StorageClasses, Secret and ConfigMap metadata with the provisioner label),
@@ -25,6 +35,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::{Context, Result, bail};
 use async_trait::async_trait;
+use lib_provisioner::provisioner::{AccessGrant, AccessRequest, StoreEndpoint};
 use lib_provisioner::{
     BucketAccess, BucketRequest, ControllerBuilder, Credentials, ProvisionError, Provisioner,
     TeardownRequest,
@@ -77,6 +88,18 @@ impl Provisioner for Noop {
         self.revoke.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
+
+    /// Any number of buckets, any modes: one account (the default accepts
+    /// one ReadWrite bucket only).
+    async fn grant_access(&self, req: &AccessRequest) -> Result<AccessGrant, ProvisionError> {
+        self.grant.fetch_add(1, Ordering::Relaxed);
+        let uid = req.principal.uid.replace('-', "");
+        Ok(AccessGrant::new(
+            req.account_name.clone(),
+            Credentials::new(format!("AK{uid}"), format!("SK{uid}")),
+            StoreEndpoint::new("s3.bench.invalid", 443).with_region("bench-1"),
+        ))
+    }
 }
 
 /// `Arc<Noop>` as the provisioner, so `main` can read the counts at exit.
@@ -96,6 +119,9 @@ impl Provisioner for Shared {
     async fn revoke(&self, req: &TeardownRequest) -> Result<(), ProvisionError> {
         self.0.revoke(req).await
     }
+    async fn grant_access(&self, req: &AccessRequest) -> Result<AccessGrant, ProvisionError> {
+        self.0.grant_access(req).await
+    }
 }
 
 struct Args {
@@ -104,6 +130,11 @@ struct Args {
     provisioner: String,
     caches_only: bool,
     strip_managed_fields: bool,
+    /// In-process COSI for this driver name.
+    cosi: Option<String>,
+    /// The COSI gRPC driver's socket and name.
+    cosi_grpc: Option<(std::path::PathBuf, String)>,
+    obc_namespace: String,
 }
 
 fn parse_args() -> Result<Args> {
@@ -112,6 +143,10 @@ fn parse_args() -> Result<Args> {
     let mut provisioner = DEFAULT_PROVISIONER.to_owned();
     let mut caches_only = false;
     let mut strip_managed_fields = false;
+    let mut cosi = None;
+    let mut grpc_socket = None;
+    let mut grpc_driver = None;
+    let mut obc_namespace = "bench-cosi-no-obc".to_owned();
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let mut value = |flag: &str| args.next().with_context(|| format!("{flag} needs a value"));
@@ -131,21 +166,33 @@ fn parse_args() -> Result<Args> {
             "--provisioner" => provisioner = value("--provisioner")?,
             "--caches-only" => caches_only = true,
             "--strip-managed-fields" => strip_managed_fields = true,
+            "--cosi" => cosi = Some(value("--cosi")?),
+            "--cosi-grpc" => grpc_socket = Some(std::path::PathBuf::from(value("--cosi-grpc")?)),
+            "--cosi-grpc-driver" => grpc_driver = Some(value("--cosi-grpc-driver")?),
+            "--obc-namespace" => obc_namespace = value("--obc-namespace")?,
             "-h" | "--help" => {
                 println!(
-                    "KUBECONFIG=... bench-controller --metrics-addr ADDR [--concurrency N] [--provisioner NAME] [--caches-only [--strip-managed-fields]]"
+                    "KUBECONFIG=... bench-controller --metrics-addr ADDR [--concurrency N] [--provisioner NAME] [--caches-only [--strip-managed-fields]] [--cosi DRIVER] [--cosi-grpc SOCKET --cosi-grpc-driver NAME] [--obc-namespace NS]"
                 );
                 std::process::exit(0);
             }
             other => bail!("unknown argument {other:?}"),
         }
     }
+    let cosi_grpc = match (grpc_socket, grpc_driver) {
+        (Some(socket), Some(driver)) => Some((socket, driver)),
+        (None, None) => None,
+        _ => bail!("--cosi-grpc and --cosi-grpc-driver go together"),
+    };
     Ok(Args {
         metrics_addr: metrics_addr.context("--metrics-addr is required")?,
         concurrency,
         provisioner,
         caches_only,
         strip_managed_fields,
+        cosi,
+        cosi_grpc,
+        obc_namespace,
     })
 }
 
@@ -187,11 +234,30 @@ async fn main() -> Result<()> {
         provisioner = %args.provisioner,
         "bench-controller starting"
     );
-    let result = ControllerBuilder::new(args.provisioner, Shared(noop.clone()))
+    let mut builder = ControllerBuilder::new(args.provisioner.clone(), Shared(noop.clone()))
         .concurrency(args.concurrency)
-        .serve_on(args.metrics_addr)
-        .run(client, shutdown_signal())
-        .await;
+        .serve_on(args.metrics_addr);
+    if args.cosi.is_some() || args.cosi_grpc.is_some() {
+        // COSI only: the OBC claims of the earlier phases stay unwatched.
+        builder = builder.namespaces([args.obc_namespace.clone()]);
+    }
+    if let Some(driver) = &args.cosi {
+        let options = lib_provisioner::cosi::CosiOptions::new(driver.clone())?;
+        builder = builder.cosi(options);
+    }
+    let controller = builder.run(client, shutdown_signal());
+    let result = match args.cosi_grpc {
+        None => controller.await.map_err(anyhow::Error::from),
+        Some((socket, driver)) => {
+            use lib_provisioner::cosi::grpc::{CosiDriver, Protocol};
+            let grpc = CosiDriver::new(Shared(noop.clone()), driver, [Protocol::S3])?
+                .serve_with_shutdown(socket, shutdown_signal());
+            tokio::select! {
+                r = controller => r.map_err(anyhow::Error::from),
+                r = grpc => r.map_err(anyhow::Error::from),
+            }
+        }
+    };
     tracing::info!(
         provision = noop.provision.load(Ordering::Relaxed),
         grant = noop.grant.load(Ordering::Relaxed),

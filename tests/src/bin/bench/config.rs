@@ -19,6 +19,20 @@ cargo run --release -p obc-tests --bin bench -- [--quick] [options]
   --controller-manager run kube-controller-manager too (garbage collector...): the
                        writes counted are then the cluster's, not only the library's
                                                                                 [OBC_BENCH_CONTROLLER_MANAGER=1]
+COSI (after the OBC phases, on the same apiserver; also in --quick):
+  --cosi               the COSI part only (no OBC phases)                       [OBC_BENCH_COSI=1]
+  --no-cosi            the OBC phases only                                      [OBC_BENCH_COSI=0]
+  --cosi-objects N     BucketClaims and BucketAccesses one by one (100; quick 20) [OBC_BENCH_COSI_OBJECTS]
+  --cosi-burst N       claims and accesses at once (200; quick 30)              [OBC_BENCH_COSI_BURST]
+  --cosi-loop-claims K claims tenant A's BucketAccess names (64; quick 16)      [OBC_BENCH_COSI_LOOP_CLAIMS]
+  --cosi-tenant-claims M  tenant B's claims one by one, per measurement (50; quick 15)
+                                                                                [OBC_BENCH_COSI_TENANT_CLAIMS]
+  --cosi-loop-seconds T   tenant A's loop alone, for the cost per edit (15; quick 5)
+                                                                                [OBC_BENCH_COSI_LOOP_SECONDS]
+  --upstream-controller PATH, --upstream-sidecar PATH
+                       upstream's COSI controller and sidecar (built by hand, see
+                       docs/performance.md): also run the COSI part with them
+                                                                                [OBC_BENCH_UPSTREAM_CONTROLLER, OBC_BENCH_UPSTREAM_SIDECAR]
 See docs/performance.md.";
 
 pub struct Config {
@@ -30,6 +44,10 @@ pub struct Config {
     pub concurrency: Vec<u16>,
     pub raw: usize,
     pub controller: Option<PathBuf>,
+    /// Run the OBC phases.
+    pub obc: bool,
+    /// The COSI part, if it runs.
+    pub cosi: Option<crate::cosi::CosiConfig>,
 }
 
 pub fn parse_config() -> Result<Config> {
@@ -62,9 +80,17 @@ pub fn parse_config() -> Result<Config> {
             "--concurrency",
             "--raw",
             "--controller",
+            "--cosi-objects",
+            "--cosi-burst",
+            "--cosi-loop-claims",
+            "--cosi-tenant-claims",
+            "--cosi-loop-seconds",
+            "--upstream-controller",
+            "--upstream-sidecar",
         ];
         let is_value = i > 0 && known_flag.contains(&args[i - 1].as_str());
-        let switch = a == "--quick" || a == "--controller-manager";
+        let switch =
+            ["--quick", "--controller-manager", "--cosi", "--no-cosi"].contains(&a.as_str());
         if !is_value && !switch && !known_flag.contains(&a.as_str()) {
             if a == "-h" || a == "--help" {
                 println!("{USAGE}");
@@ -89,7 +115,61 @@ pub fn parse_config() -> Result<Config> {
     }
     let controller_manager = args.iter().any(|a| a == "--controller-manager")
         || std::env::var("OBC_BENCH_CONTROLLER_MANAGER").is_ok_and(|v| v == "1");
+    let cosi_env = std::env::var("OBC_BENCH_COSI").ok();
+    let cosi_only = args.iter().any(|a| a == "--cosi") || cosi_env.as_deref() == Some("1");
+    let no_cosi = args.iter().any(|a| a == "--no-cosi") || cosi_env.as_deref() == Some("0");
+    if cosi_only && no_cosi {
+        bail!("--cosi and --no-cosi exclude each other");
+    }
+    let path = |name: &str, var: &str| -> Result<Option<PathBuf>> {
+        let Some(p) = flag(name, var)? else {
+            return Ok(None);
+        };
+        let p = PathBuf::from(p);
+        if !p.is_file() {
+            bail!("{name}: {} is not a file", p.display());
+        }
+        Ok(Some(p))
+    };
+    let upstream = match (
+        path("--upstream-controller", "OBC_BENCH_UPSTREAM_CONTROLLER")?,
+        path("--upstream-sidecar", "OBC_BENCH_UPSTREAM_SIDECAR")?,
+    ) {
+        (Some(controller), Some(sidecar)) => Some(crate::cosi::Upstream {
+            controller,
+            sidecar,
+        }),
+        (None, None) => None,
+        _ => bail!("--upstream-controller and --upstream-sidecar go together"),
+    };
+    let cosi = (!no_cosi)
+        .then(|| -> Result<crate::cosi::CosiConfig> {
+            Ok(crate::cosi::CosiConfig {
+                serial: number("--cosi-objects", "OBC_BENCH_COSI_OBJECTS", 100, 20)?,
+                burst: number("--cosi-burst", "OBC_BENCH_COSI_BURST", 200, 30)?,
+                tenant: crate::cosi::LoopSizes {
+                    k: number("--cosi-loop-claims", "OBC_BENCH_COSI_LOOP_CLAIMS", 64, 16)?,
+                    m: number(
+                        "--cosi-tenant-claims",
+                        "OBC_BENCH_COSI_TENANT_CLAIMS",
+                        50,
+                        15,
+                    )?,
+                    seconds: number("--cosi-loop-seconds", "OBC_BENCH_COSI_LOOP_SECONDS", 15, 5)?
+                        as u64,
+                },
+                upstream,
+            })
+        })
+        .transpose()?;
+    if let Some(c) = &cosi
+        && (c.serial == 0 || c.burst == 0 || c.tenant.k == 0 || c.tenant.k > 128 || c.tenant.m == 0)
+    {
+        bail!("the COSI sizes must be above 0 (and --cosi-loop-claims at most 128, COSI's limit)");
+    }
     let config = Config {
+        obc: !cosi_only,
+        cosi,
         quick,
         controller_manager,
         claims: number("--claims", "OBC_BENCH_CLAIMS", 10_000, 1_000)?,

@@ -22,11 +22,18 @@
 //!   them), not only the library's
 //! * `--controller PATH` [`OBC_BENCH_CONTROLLER`]: the bench-controller binary (default:
 //!   built with cargo next to this binary)
+//! * COSI (issues 36 and 37, module [`cosi`]): after the OBC phases, on the
+//!   same apiserver, in full and quick runs; `--cosi` runs it alone,
+//!   `--no-cosi` leaves it out; sizes `--cosi-objects`, `--cosi-burst`,
+//!   `--cosi-loop-claims`, `--cosi-tenant-claims`, `--cosi-loop-seconds`;
+//!   `--upstream-controller PATH --upstream-sidecar PATH` compare with
+//!   upstream's COSI controller and sidecar (see `scripts/bench-cosi-upstream`)
 
 mod apiserver;
 mod baseline;
 mod claims;
 mod config;
+mod cosi;
 mod ctl;
 mod latency;
 mod prom;
@@ -83,6 +90,24 @@ async fn main() -> Result<()> {
         config.raw,
         config.claims
     ));
+    if let Some(c) = &config.cosi {
+        out(format!(
+            "    COSI: {} objects one by one, burst {}, tenant loop: {} claims in A's access, {} B claims per measurement, A alone {} s; upstream: {}{}",
+            c.serial,
+            c.burst,
+            c.tenant.k,
+            c.tenant.m,
+            c.tenant.seconds,
+            c.upstream
+                .as_ref()
+                .map_or("not given".to_owned(), |u| format!(
+                    "{} + {}",
+                    u.controller.display(),
+                    u.sidecar.display()
+                )),
+            if config.obc { "" } else { " (COSI part only)" }
+        ));
+    }
 
     let env = start_with_crds().await?;
     out(format!(
@@ -127,9 +152,16 @@ async fn main() -> Result<()> {
         cores,
         logs: 0,
     };
-    let summary = benchmark(&mut run, &config).await;
+    let summary = match config.obc {
+        true => benchmark(&mut run, &config).await.map(Some),
+        false => Ok(None),
+    };
+    let cosi = match (&summary, &config.cosi) {
+        (Ok(_), Some(c)) => cosi::cosi(&mut run, c).await.map(|_| ()),
+        _ => Ok(()),
+    };
     run.tracker.stop();
-    let summary = match summary {
+    let summary = match summary.and_then(|s| cosi.map(|()| s)) {
         Ok(s) => s,
         Err(e) => {
             out(format!(
@@ -139,7 +171,9 @@ async fn main() -> Result<()> {
             return Err(e);
         }
     };
-    print_summary(&summary);
+    if let Some(summary) = &summary {
+        print_summary(summary);
+    }
     out(format!(
         "\nbenchmark took {:.0} s",
         started.elapsed().as_secs_f64()

@@ -49,7 +49,11 @@ impl Run {
         Ok(mem)
     }
 
-    async fn controller_with(&mut self, concurrency: u16, extra: &[&str]) -> Result<Controller> {
+    pub async fn controller_with(
+        &mut self,
+        concurrency: u16,
+        extra: &[&str],
+    ) -> Result<Controller> {
         self.logs += 1;
         let log = self
             .env
