@@ -48,8 +48,10 @@ async fn healthz_fails_while_the_apiserver_is_down_for_longer_than_the_limit() {
         .expect("binds");
     assert_eq!(healthz(port).await.map(|h| h.0), Some(200));
 
-    env.stop_apiserver().await;
+    // The outage starts when the stop begins: the watches may see the
+    // connection go before the apiserver's process is reaped.
     let down = Instant::now();
+    env.stop_apiserver().await;
     let (status, body) = wait_for(T, "/healthz to fail", || async {
         Ok(healthz(port).await.filter(|h| h.0 != 200))
     })
