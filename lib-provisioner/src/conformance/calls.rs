@@ -134,13 +134,44 @@ impl Ctx {
         undo: &mut Cleanup,
         log: &mut Log,
     ) -> Step<(Claim, BucketRequest, BucketAccess)> {
+        self.provisioned_under(tag, ReclaimPolicy::Delete, undo, log)
+            .await
+    }
+
+    /// As [`provisioned`](Self::provisioned), under reclaim policy Retain:
+    /// the bucket outlives its teardown, so `undo` also removes it through
+    /// the probe.
+    pub(crate) async fn provisioned_retained(
+        &self,
+        tag: &str,
+        undo: &mut Cleanup,
+        log: &mut Log,
+    ) -> Step<(Claim, BucketAccess)> {
+        let (claim, _, access) = self
+            .provisioned_under(tag, ReclaimPolicy::Retain, undo, log)
+            .await?;
+        Ok((claim, access))
+    }
+
+    async fn provisioned_under(
+        &self,
+        tag: &str,
+        policy: ReclaimPolicy,
+        undo: &mut Cleanup,
+        log: &mut Log,
+    ) -> Step<(Claim, BucketRequest, BucketAccess)> {
         let claim = self.claim(tag);
-        let req = self.request(&claim, ReclaimPolicy::Delete);
+        let req = self.request(&claim, policy);
+        let what = match policy {
+            ReclaimPolicy::Retain => {
+                undo.remove_bucket(&claim.bucket);
+                format!("provision {} under Retain", claim.bucket)
+            }
+            ReclaimPolicy::Delete => format!("provision {}", claim.bucket),
+        };
         undo.delete(self.teardown(&claim, None, ReclaimPolicy::Delete, true));
         let access = self
-            .must(log, &format!("provision {}", claim.bucket), || {
-                self.provisioner.provision(&req)
-            })
+            .must(log, &what, || self.provisioner.provision(&req))
             .await?;
         undo.record(&claim.identity.uid, &access);
         Ok((claim, req, access))

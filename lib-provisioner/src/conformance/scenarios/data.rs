@@ -59,19 +59,8 @@ pub(crate) async fn delete(ctx: &Ctx, undo: &mut Cleanup, log: &mut Log) -> Step
 }
 
 pub(crate) async fn retain(ctx: &Ctx, undo: &mut Cleanup, log: &mut Log) -> Step<String> {
-    let claim = ctx.claim("dk");
-    let req = ctx.request(&claim, ReclaimPolicy::Retain);
-    undo.remove_bucket(&claim.bucket);
-    undo.delete(ctx.teardown(&claim, None, ReclaimPolicy::Delete, true));
+    let (claim, access) = ctx.provisioned_retained("dk", undo, log).await?;
     let p = &ctx.provisioner;
-    let access = ctx
-        .must(
-            log,
-            &format!("provision {} under Retain", claim.bucket),
-            || p.provision(&req),
-        )
-        .await?;
-    undo.record(&claim.identity.uid, &access);
     fill(ctx, log, &claim.bucket).await?;
     let td = ctx.teardown(&claim, Some(&access), ReclaimPolicy::Retain, true);
     ctx.must(log, "revoke (the bucket holds data)", || p.revoke(&td))

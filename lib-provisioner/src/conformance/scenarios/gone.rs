@@ -51,19 +51,8 @@ pub(crate) async fn delete_never_provisioned(
 }
 
 pub(crate) async fn revoke_repeat(ctx: &Ctx, undo: &mut Cleanup, log: &mut Log) -> Step<String> {
-    let claim = ctx.claim("rv");
-    let req = ctx.request(&claim, ReclaimPolicy::Retain);
-    undo.remove_bucket(&claim.bucket);
-    undo.delete(ctx.teardown(&claim, None, ReclaimPolicy::Delete, true));
+    let (claim, access) = ctx.provisioned_retained("rv", undo, log).await?;
     let p = &ctx.provisioner;
-    let access = ctx
-        .must(
-            log,
-            &format!("provision {} under Retain", claim.bucket),
-            || p.provision(&req),
-        )
-        .await?;
-    undo.record(&claim.identity.uid, &access);
     let td = ctx.teardown(&claim, Some(&access), ReclaimPolicy::Retain, true);
     ctx.must(log, "revoke", || p.revoke(&td)).await?;
     ctx.must(
