@@ -3,10 +3,10 @@
 
 use lib_provisioner::ControllerBuilder;
 use sample_provisioner::S3Provisioner;
-use sample_provisioner::serve::{CosiMode, with_cosi};
+use sample_provisioner::serve::with_cosi;
 
-use super::cli::{Cli, CosiArg};
-use super::run::sweep;
+use super::cli::Cli;
+use super::run::{cosi_served, sweep};
 
 /// Lists classes, owners and each class's store, and prints the plan.
 pub(crate) async fn audit(cli: Cli, json: bool) -> Result<(), String> {
@@ -19,17 +19,9 @@ pub(crate) async fn audit(cli: Cli, json: bool) -> Result<(), String> {
     let builder = ControllerBuilder::new(cli.provisioner_name.clone(), provisioner)
         .namespaces(cli.namespaces());
     let builder = sweep(builder, &cli);
-    let options = cli.cosi_options().map_err(|e| e.to_string())?;
     // As serving decides: with the gRPC driver, upstream serves COSI's
     // objects and what it made is not this process's to list.
-    let mode = match (cli.cosi, cli.cosi_driver) {
-        (CosiArg::Auto, true) => CosiMode::Off,
-        (arg, _) => CosiMode::from(arg),
-    };
-    let cosi = mode
-        .resolve(&client, options)
-        .await
-        .map_err(|e| e.to_string())?;
+    let cosi = cosi_served(&cli, &client).await?;
     let audit = with_cosi(builder, cosi)
         .audit(client)
         .await

@@ -68,17 +68,7 @@ pub(crate) async fn run(cli: Cli) -> Result<(), String> {
     if !cli.no_metrics {
         builder = builder.serve_on(cli.metrics_addr);
     }
-    let options = cli.cosi_options().map_err(|e| e.to_string())?;
-    // The gRPC driver (--cosi-driver) serves upstream's sidecar, which with
-    // upstream's controller serves the Kubernetes side: auto stays off.
-    let mode = match (cli.cosi, cli.cosi_driver) {
-        (CosiArg::Auto, true) => CosiMode::Off,
-        (arg, _) => CosiMode::from(arg),
-    };
-    let cosi = mode
-        .resolve(&client, options)
-        .await
-        .map_err(|e| e.to_string())?;
+    let cosi = cosi_served(&cli, &client).await?;
     match &cosi {
         Some(o) => info!(
             target: LOG_TARGET,
@@ -115,6 +105,25 @@ pub(crate) async fn run(cli: Cli) -> Result<(), String> {
 
 /// `builder` with the store sweep's timing (`--sweep-interval-seconds 0`:
 /// none).
+/// Whether this process serves COSI's Kubernetes side, and how (`None`:
+/// it does not). The gRPC driver (--cosi-driver) serves upstream's
+/// sidecar, which with upstream's controller serves the Kubernetes side:
+/// auto stays off. The audit decides the same way, so that it lists what
+/// serving would.
+pub(super) async fn cosi_served(
+    cli: &Cli,
+    client: &kube::Client,
+) -> Result<Option<lib_provisioner::cosi::CosiOptions>, String> {
+    let options = cli.cosi_options().map_err(|e| e.to_string())?;
+    let mode = match (cli.cosi, cli.cosi_driver) {
+        (CosiArg::Auto, true) => CosiMode::Off,
+        (arg, _) => CosiMode::from(arg),
+    };
+    mode.resolve(client, options)
+        .await
+        .map_err(|e| e.to_string())
+}
+
 pub(super) fn sweep<P: lib_provisioner::Provisioner>(
     builder: ControllerBuilder<P>,
     cli: &Cli,
