@@ -258,3 +258,26 @@ pub async fn install_cosi_crds(env: &TestEnv) -> Result<()> {
     }
     Ok(())
 }
+
+/// Waits until BucketClaim `ns/name` is `readyToUse`, within `timeout`,
+/// and returns it; panics (the test fails) otherwise.
+pub async fn wait_claim_ready(
+    client: &kube::Client,
+    ns: &str,
+    name: &str,
+    timeout: std::time::Duration,
+) -> lib_provisioner::cosi::api::BucketClaim {
+    let api = kube::Api::<lib_provisioner::cosi::api::BucketClaim>::namespaced(client.clone(), ns);
+    crate::wait_for(
+        timeout,
+        format!("BucketClaim {ns}/{name} to be ready"),
+        || async {
+            Ok(api
+                .get_opt(name)
+                .await?
+                .filter(|c| c.status.as_ref().is_some_and(|s| s.ready_to_use)))
+        },
+    )
+    .await
+    .expect("claim ready")
+}

@@ -82,19 +82,7 @@ fn dynamic(class: &str) -> BucketClaimSpec {
 }
 
 async fn wait_claim_ready(client: &Client, ns: &str, name: &str) -> BucketClaim {
-    let api = Api::<BucketClaim>::namespaced(client.clone(), ns);
-    wait_for(
-        T,
-        format!("BucketClaim {ns}/{name} to be ready"),
-        || async {
-            Ok(api
-                .get_opt(name)
-                .await?
-                .filter(|c| c.status.as_ref().is_some_and(|s| s.ready_to_use)))
-        },
-    )
-    .await
-    .expect("claim ready")
+    obc_tests::cosi_recording::wait_claim_ready(client, ns, name, T).await
 }
 
 async fn access(
