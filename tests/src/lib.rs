@@ -16,6 +16,7 @@ pub mod rbac;
 pub mod recording;
 pub mod reliability;
 pub mod rustfs;
+pub mod scoped_tracing;
 pub mod setup;
 pub mod testenv;
 

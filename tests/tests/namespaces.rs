@@ -12,7 +12,7 @@
 //! ([`obc_tests::reliability::agreement`]) every test ends with.
 //!
 //! ```sh
-//! cargo test -p obc-tests --test namespaces -- --test-threads=2
+//! cargo test -p obc-tests --test e2e -- namespaces:: --test-threads=2
 //! ```
 
 use std::collections::BTreeSet;

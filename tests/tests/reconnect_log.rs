@@ -19,6 +19,7 @@ use lib_provisioner::api::{ClaimPhase, ObjectBucketClaimSpec};
 use obc_tests::recording::{
     PROVISIONER, Recorder, RunningController, create_claim, create_class_for, wait_phase,
 };
+use obc_tests::scoped_tracing;
 use obc_tests::setup::{healthz, start_with_crds};
 use obc_tests::wait_for;
 use tokio::io::AsyncWriteExt;
@@ -50,16 +51,15 @@ impl Write for Logs {
 }
 
 impl Logs {
-    fn install() -> Self {
-        let logs = Self::default();
-        let writer = logs.clone();
+    /// A subscriber writing here, for [`scoped_tracing::block_on`].
+    fn dispatch(&self) -> tracing::Dispatch {
+        let writer = self.clone();
         tracing_subscriber::fmt()
             .with_env_filter(tracing_subscriber::EnvFilter::new("info"))
             .with_ansi(false)
             .with_writer(move || writer.clone())
-            .try_init()
-            .expect("the only subscriber of this test binary");
-        logs
+            .finish()
+            .into()
     }
 
     fn lines(&self, target: &str) -> Vec<String> {
@@ -95,9 +95,14 @@ async fn proxy(upstream: SocketAddr, broken: Arc<AtomicBool>) -> Result<SocketAd
     Ok(addr)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn watches_failing_tls_are_not_reported_back_until_they_are() -> Result<()> {
-    let logs = Logs::install();
+#[test]
+fn watches_failing_tls_are_not_reported_back_until_they_are() -> Result<()> {
+    // This test's log only: the other tests of the binary log beside it.
+    let logs = Logs::default();
+    scoped_tracing::block_on(logs.dispatch(), 2, reconnects_logged_once(logs))
+}
+
+async fn reconnects_logged_once(logs: Logs) -> Result<()> {
     let env = start_with_crds().await?;
     let admin = env.admin_client();
     env.ensure_namespace("r").await?;

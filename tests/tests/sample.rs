@@ -15,6 +15,7 @@ use lib_provisioner::api::{ClaimPhase, ObjectBucket, ObjectBucketClaim, ObjectBu
 use obc_tests::recording::{RunningController, message, wait_gone, wait_phase};
 use obc_tests::reliability::{assert_no_leaks, register_secret};
 use obc_tests::rustfs::{RustFs, is_quota_exceeded, put_object_when_quota_ready};
+use obc_tests::scoped_tracing;
 use obc_tests::setup::{create_admin_secret, install_deploy, repo_file};
 use obc_tests::testenv::s3_client_for;
 use obc_tests::{TestEnv, wait_for};
@@ -58,10 +59,13 @@ fn data(secret: &Secret, key: &str) -> String {
     String::from_utf8(secret.data.as_ref().expect("data")[key].0.clone()).expect("utf8")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sample_provisioner_serves_claims_under_its_least_privilege_rbac() {
-    // Before the environment, which would install its own subscriber.
-    let log_dir = controller_log();
+#[test]
+fn sample_provisioner_serves_claims_under_its_least_privilege_rbac() {
+    let (log_dir, dispatch) = controller_log();
+    scoped_tracing::block_on(dispatch, 2, serves_claims(log_dir));
+}
+
+async fn serves_claims(log_dir: tempfile::TempDir) {
     let env = TestEnv::start().await.expect("env");
     let store = RustFs::start(env.dir()).await.expect("rustfs");
     let endpoint = store.endpoint();
@@ -353,10 +357,10 @@ async fn sample_provisioner_serves_claims_under_its_least_privilege_rbac() {
     assert_rbac_is_exactly_what_is_used(&env);
 }
 
-/// Sends this test process's tracing output (the controller's), at debug
-/// level, to `controller.log` in a directory of its own, where the secret
-/// scan reads it.
-fn controller_log() -> tempfile::TempDir {
+/// A subscriber for this test's tracing output (the controller's), at debug
+/// level, writing to `controller.log` in a directory of its own, where the
+/// secret scan reads it.
+fn controller_log() -> (tempfile::TempDir, tracing::Dispatch) {
     let dir = tempfile::tempdir().expect("log dir");
     let file = std::fs::File::create(dir.path().join("controller.log")).expect("log file");
     let subscriber = tracing_subscriber::fmt()
@@ -364,9 +368,7 @@ fn controller_log() -> tempfile::TempDir {
         .with_writer(std::sync::Mutex::new(file))
         .with_ansi(false)
         .finish();
-    // Global, so the controller's tasks on every worker thread log there.
-    tracing::subscriber::set_global_default(subscriber).expect("the first subscriber");
-    dir
+    (dir, subscriber.into())
 }
 
 type ClaimAccess = (aws_sdk_s3::Client, String, String);

@@ -2,7 +2,7 @@
 //! claim's ConfigMap and Secret as its environment (`envFrom`), nothing
 //! else. It writes an object to its bucket, reads it back, prints both, and
 //! then tries to write to another bucket (its argument), which the store
-//! must refuse. The node tests (`tests/tests/node*.rs`) and
+//! must refuse. The node tests (`tests/tests/node/`) and
 //! `scripts/demo --node` run it in a Pod; `scripts/build-app-image` packs it
 //! as `localhost/obc/bucket-app`.
 //!

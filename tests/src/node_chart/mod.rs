@@ -3,7 +3,7 @@
 //! `charts/sample-provisioner` installed with Helm, RustFS on the node's
 //! bridge address (where Pods reach it), and the application of
 //! `scripts/build-app-image` run in a Pod with `envFrom` a claim's
-//! ConfigMap and Secret. `tests/tests/node.rs`, `tests/tests/node_operations.rs`
+//! ConfigMap and Secret. `tests/tests/node/chart.rs`, `tests/tests/node/operations.rs`
 //! and `scripts/demo --node` share it.
 
 use std::time::{Duration, Instant};

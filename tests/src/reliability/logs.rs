@@ -16,7 +16,7 @@ use crate::testenv::TestEnv;
 static LOG_ROOT: OnceLock<PathBuf> = OnceLock::new();
 static SECRETS: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
 
-/// The directory every provisioner process of this test binary logs into:
+/// The directory every provisioner process of this test process logs into:
 /// `<base>/reliability-logs/run-<pid>`. Kept after the run for reading;
 /// of earlier runs, only the two newest are kept.
 pub fn log_root(base: &Path) -> &'static Path {

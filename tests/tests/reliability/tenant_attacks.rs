@@ -19,7 +19,7 @@ use obc_tests::reliability::{
 use obc_tests::rustfs::RustFs;
 use obc_tests::setup::create_admin_secret;
 
-use crate::Suite;
+use super::Suite;
 
 /// A class `name` of the sample on `store` (per-claim credentials,
 /// ownership tags, forceDelete): the one a tenant may use. Returns the

@@ -9,7 +9,7 @@
 //! /var/lib/kubelet and friends) and undoes all of it on
 //! [`Node::shutdown`] or drop, also while a test panics; a run that crashed
 //! is cleaned up by the next start. One node at a time per host
-//! ([`NodeLock`]); tests of one binary queue for it.
+//! ([`NodeLock`]); tests of one process queue for it.
 //!
 //! One concept a file: `network.rs` (bridge, guard table, CNI config),
 //! `certs.rs`, `configs.rs`, `processes.rs`, `images.rs`, `services.rs`

@@ -28,7 +28,7 @@ use sample_provisioner::admin::AdminClient;
 use sample_provisioner::credentials::{rotated_user_name, user_name};
 use serde_json::json;
 
-use crate::{Suite, T, claims, create, logs};
+use crate::reliability::{Suite, T, claims, create, logs};
 
 const VICTIM: &str = "ta-victim";
 const TENANT: &str = "ta-tenant";

@@ -11,8 +11,8 @@
 //! credentials at its end.
 //!
 //! ```sh
-//! cargo test -p obc-tests --test reliability -- --test-threads=2
-//! OBC_SOAK_CLAIMS=1000 OBC_SOAK_KILLS=40 cargo test -p obc-tests --test reliability -- --ignored
+//! cargo test -p obc-tests --test e2e -- reliability:: --test-threads=2
+//! OBC_SOAK_CLAIMS=1000 OBC_SOAK_KILLS=40 cargo test -p obc-tests --test e2e -- reliability:: --ignored
 //! ```
 //!
 //! One test binary, one module a theme: crash points, random kills,

@@ -31,6 +31,7 @@ const DEAD_WATCH_LIMIT_SECONDS: u64 = 15;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_survive_a_deleted_leader_a_rollout_and_a_liveness_restart() {
+    let _host = crate::HOST.lock().await;
     let started = Instant::now();
     let cluster = install().await.unwrap_or_else(|e| panic!("{e:#}"));
     if let Err(e) = operations(&cluster).await {

@@ -6,7 +6,7 @@
 //! and with the message that names what it broke. A missing store fails
 //! the test.
 //!
-//! `cargo test -p obc-tests --test conformance -- --nocapture --test-threads=1`
+//! `cargo test -p obc-tests --test e2e -- conformance:: --nocapture --test-threads=1`
 //! prints each report and how long it took (`KIT_JSON=1`: the s3s-fs
 //! report as JSON too).
 

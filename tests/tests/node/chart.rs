@@ -30,6 +30,7 @@ const T: Duration = Duration::from_secs(90);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_charts_pod_serves_a_claim_that_an_application_pod_uses() {
+    let _host = crate::HOST.lock().await;
     let started = Instant::now();
     let cluster = ChartOnNode::start(&[])
         .await

@@ -23,11 +23,6 @@ use obc_tests::testenv::node::{
 };
 use obc_tests::wait_for;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::sync::Mutex;
-
-/// These tests change the same host paths: one at a time (across the
-/// runtimes of the test threads).
-static SERIAL: Mutex<()> = Mutex::const_new(());
 
 const APP_IMAGE: &str = "localhost/obc/kubectl:1";
 const HOST_PORT: u16 = 18080;
@@ -132,7 +127,7 @@ fn pod_ready(pod: &Pod) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pod_reaches_the_apiserver_and_a_host_server_and_the_host_is_restored() -> Result<()> {
-    let _serial = SERIAL.lock().await;
+    let _host = crate::HOST.lock().await;
     let before = host_before().await?;
     let node = Node::start().await?;
     let t = node.timings().clone();
@@ -226,7 +221,7 @@ async fn a_pod_reaches_the_apiserver_and_a_host_server_and_the_host_is_restored(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_node_is_refused_and_a_crashed_one_is_cleaned_up() -> Result<()> {
-    let _serial = SERIAL.lock().await;
+    let _host = crate::HOST.lock().await;
     let before = host_before().await?;
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_obc-node"))
         .stdin(Stdio::piped())
@@ -291,7 +286,7 @@ async fn a_second_node_is_refused_and_a_crashed_one_is_cleaned_up() -> Result<()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_test_that_panics_leaves_the_host_as_it_was() -> Result<()> {
-    let _serial = SERIAL.lock().await;
+    let _host = crate::HOST.lock().await;
     let before = host_before().await?;
     let test = tokio::spawn(async {
         let node = Node::start().await?;
@@ -311,7 +306,7 @@ async fn a_test_that_panics_leaves_the_host_as_it_was() -> Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_state_nobody_recorded_stops_the_start() -> Result<()> {
-    let _serial = SERIAL.lock().await;
+    let _host = crate::HOST.lock().await;
     // Another process's node has these directories: wait for it to end.
     host_before().await?;
     // A directory a kubelet would make, as if another node ran here.
