@@ -12,7 +12,9 @@ use crate::core::backoff::{Backoffs, retry_delay};
 use crate::core::error::Error;
 use crate::core::provisioner::{ProvisionError, Provisioner};
 use crate::core::runtime::Runtime;
-use crate::cosi::api::BucketAccess;
+use crate::cosi::api::{Bucket, BucketAccess, BucketAccessClass, BucketClaim, BucketClass};
+use crate::cosi::fresh::OwnWrites;
+use crate::cosi::pace::Pace;
 use crate::cosi::refusals::Refusals;
 
 /// Everything the COSI reconcilers share.
@@ -30,6 +32,13 @@ pub(crate) struct CosiContext<P> {
     pub backoff: Backoffs,
     /// BucketAccesses (a claim's deletion waits for those naming it).
     pub accesses: Store<BucketAccess>,
+    /// The other watched kinds, read where a plan looks at them
+    /// ([`crate::cosi::fresh`]).
+    pub caches: Caches,
+    /// The objects written since their cache last showed them.
+    pub own_writes: OwnWrites,
+    /// How often each object's events may start a pass.
+    pub pace: Pace,
     /// Provisioner refusals standing per object generation.
     pub refusals: Refusals,
 }
@@ -55,6 +64,16 @@ impl<P: Provisioner> CosiContext<P> {
         }
         result
     }
+}
+
+/// The caches of the kinds a plan looks at besides its own object. Claims
+/// and classes are watched only where the binding role or the sweep runs;
+/// elsewhere their caches stay empty and every read is a GET.
+pub(crate) struct Caches {
+    pub buckets: Store<Bucket>,
+    pub claims: Store<BucketClaim>,
+    pub classes: Store<BucketClass>,
+    pub access_classes: Store<BucketAccessClass>,
 }
 
 /// The error policy of every COSI controller: as every family's

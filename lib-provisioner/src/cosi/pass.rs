@@ -62,7 +62,9 @@ pub(crate) trait Pass<P>: Default {
     }
 }
 
-/// Reconciles `obj` with pass `T`, once the caches are ready.
+/// Reconciles `obj` with pass `T`, once the caches are ready. The first
+/// round plans on `obj`, the cache's copy, where it shows this process's
+/// writes; every later round on a GET ([`crate::cosi::fresh`]).
 pub(crate) async fn run<P, T: Pass<P>>(
     obj: &T::Object,
     ctx: &CosiContext<P>,
@@ -70,33 +72,81 @@ pub(crate) async fn run<P, T: Pass<P>>(
     ctx.runtime.caches_ready().await;
     let api = T::api(ctx, obj)?;
     let (name, key) = (obj.name_any(), backoff_key(obj));
+    if let Err(wait) = ctx.pace.take(&key) {
+        // Events come faster than this object's share: once, later, on
+        // whatever it is then.
+        return Ok(Action::requeue(wait));
+    }
     let mut pass = T::default();
     let mut uid = None;
+    let mut cached = ctx.own_writes.cache_shows(obj.meta()).then(|| obj.clone());
+    // Whether the cache may not show the object as this pass leaves it.
+    let mut doubt = cached.is_none();
     for _ in 0..MAX_STEPS {
-        let Some(current) = writes::get(&api, &name, T::READ).await? else {
-            return Ok(Action::await_change());
+        let current = match cached.take() {
+            Some(current) => current,
+            None => match writes::get(&api, &name, T::READ).await? {
+                Some(current) => current,
+                None => {
+                    ctx.own_writes.forget(obj.meta());
+                    return Ok(Action::await_change());
+                }
+            },
         };
         if replaced(&mut uid, current.meta()) {
             // Deleted and re-created under the same name: what this pass
             // learnt (a grant, a revocation) was the old object's.
             pass = T::default();
         }
-        match pass.round(ctx, &api, &current).await? {
-            Progress::Stepped => {}
+        let progress = match pass.round(ctx, &api, &current).await {
+            // Planned on an older copy (the cache's, or one another writer
+            // changed since): plan again on a fresh one.
+            Err(Error::Conflict { .. }) => Progress::Stepped,
+            Err(e) => {
+                settle(ctx, doubt, current.meta(), None);
+                return Err(e);
+            }
+            Ok(progress) => progress,
+        };
+        match progress {
+            Progress::Stepped => doubt = true,
             Progress::Done => {
+                settle(ctx, doubt, current.meta(), current.resource_version());
                 ctx.backoff.reset(&key);
                 return Ok(Action::requeue(RESYNC));
             }
             Progress::Halted(halt) => {
                 let event = T::event(&current, &halt);
-                show::show_halt(ctx, &api, &current, &halt, T::SHOW, event).await?;
+                let shown = match show::show_halt(ctx, &api, &current, &halt, T::SHOW, event).await
+                {
+                    // Shown on a fresh copy by the next round.
+                    Err(Error::Conflict { .. }) => {
+                        doubt = true;
+                        continue;
+                    }
+                    shown => shown?,
+                };
+                let version = current.resource_version().filter(|_| !shown);
+                settle(ctx, doubt || shown, current.meta(), version);
                 let after = retry_after(ctx, &key, current.meta(), &halt);
                 return Ok(Action::requeue(after));
             }
-            Progress::Elsewhere => return Ok(Action::await_change()),
+            Progress::Elsewhere => {
+                settle(ctx, doubt, current.meta(), current.resource_version());
+                return Ok(Action::await_change());
+            }
         }
     }
     Err(Error::NoConvergence(MAX_STEPS))
+}
+
+/// At a pass's end: where the cache may not show the object as the pass
+/// left it, the version it left (`None`: written after the last read), so
+/// that the next pass reads it with a GET until the cache shows it.
+fn settle<P>(ctx: &CosiContext<P>, doubt: bool, meta: &ObjectMeta, version: Option<String>) {
+    if doubt {
+        ctx.own_writes.record(meta, version);
+    }
 }
 
 /// Whether the object read now is another than the one this pass read

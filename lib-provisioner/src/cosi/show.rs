@@ -73,7 +73,7 @@ macro_rules! shown_in_status {
 shown_in_status!(Bucket, BucketClaim, BucketAccess);
 
 /// Shows `halt` in `obj`'s status and, when the status did not show it
-/// yet, as the Event `(on, note)`.
+/// yet, as the Event `(on, note)`. Says whether it wrote the status.
 pub(crate) async fn show_halt<P, K: Object + Shown>(
     ctx: &CosiContext<P>,
     api: &Api<K>,
@@ -81,12 +81,13 @@ pub(crate) async fn show_halt<P, K: Object + Shown>(
     halt: &Halt,
     action: &'static str,
     (on, note): (ObjectReference, String),
-) -> Result<(), Error> {
-    if write_error(api, obj, halt.message(), action).await? {
+) -> Result<bool, Error> {
+    let wrote = write_error(api, obj, halt.message(), action).await?;
+    if wrote {
         ctx.event(&on, halt.is_refusal(), halt.reason(), &note)
             .await;
     }
-    Ok(())
+    Ok(wrote)
 }
 
 /// Writes `message` into the object's `status.error` unless it shows it

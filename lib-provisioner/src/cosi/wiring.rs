@@ -18,7 +18,7 @@ use kube::{Api, Client, ResourceExt};
 use tokio::sync::watch;
 
 use super::api::{Bucket, BucketAccess, BucketAccessClass, BucketClaim, BucketClass};
-use super::context::{CosiContext, error_policy};
+use super::context::{Caches, CosiContext, error_policy};
 use super::sweep::CacheSource;
 use super::{CosiOptions, access, bucket, claim};
 use crate::core::backoff::Backoffs;
@@ -113,6 +113,14 @@ pub(crate) fn start<P: Provisioner>(
         runtime: shared.runtime(synced),
         backoff: Backoffs::new(shared.backoff.0, shared.backoff.1),
         accesses: accesses.store.clone(),
+        caches: Caches {
+            buckets: buckets.store.clone(),
+            claims: claims.store.clone(),
+            classes: classes.store.clone(),
+            access_classes: access_classes.store.clone(),
+        },
+        own_writes: Default::default(),
+        pace: Default::default(),
         refusals: Default::default(),
     });
     let config = Config::default().concurrency(shared.concurrency);

@@ -6,6 +6,7 @@
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::api::Api;
+use kube::runtime::reflector::ObjectRef;
 use serde_json::json;
 
 use super::bind_plan::{self, ClaimSeen, Observed, Step};
@@ -17,6 +18,7 @@ use crate::cosi::api::{
 use crate::cosi::claim::plan::bucket_name;
 use crate::cosi::context::CosiContext;
 use crate::cosi::failpoint;
+use crate::cosi::fresh;
 use crate::cosi::pass::{self, Progress};
 use crate::cosi::plan::has_finalizer;
 use crate::cosi::show::Halt;
@@ -36,13 +38,16 @@ pub(crate) async fn round<P>(
 }
 
 /// The class, and each named claim of the BucketAccess's own namespace
-/// with the Bucket its spec leads to (all from the API).
+/// with the Bucket its spec leads to (from the caches, a miss confirmed by
+/// the API: [`fresh`]). A claim or Bucket a cache shows late only delays
+/// the hand-off: their watches bring the BucketAccess back.
 async fn observe<P>(ctx: &CosiContext<P>, access: BucketAccess) -> Result<Observed, Error> {
     let ns = access.namespace().unwrap_or_default();
     let classes: Api<BucketAccessClass> = Api::all(ctx.client.clone());
-    let class = writes::get(
+    let class = fresh::read(
+        Some(&ctx.caches.access_classes),
         &classes,
-        &access.spec.bucket_access_class_name,
+        ObjectRef::new(&access.spec.bucket_access_class_name),
         "read the BucketAccessClass",
     )
     .await?;
@@ -51,9 +56,25 @@ async fn observe<P>(ctx: &CosiContext<P>, access: BucketAccess) -> Result<Observ
     let mut claims = Vec::new();
     for entry in &access.spec.bucket_claims {
         let name = entry.bucket_claim_name.clone();
-        let claim = writes::get(&claims_api, &name, "read a claim of the BucketAccess").await?;
+        let key = ObjectRef::new(&name).within(&ns);
+        let claim = fresh::read(
+            Some(&ctx.caches.claims),
+            &claims_api,
+            key,
+            "read a claim of the BucketAccess",
+        )
+        .await?;
         let bucket = match claim.as_ref().and_then(bucket_name) {
-            Some(b) => writes::get(&buckets, &b, "read a claim's Bucket").await?,
+            Some(b) => {
+                let key = ObjectRef::new(&b);
+                fresh::read(
+                    Some(&ctx.caches.buckets),
+                    &buckets,
+                    key,
+                    "read a claim's Bucket",
+                )
+                .await?
+            }
             None => None,
         };
         claims.push(ClaimSeen {

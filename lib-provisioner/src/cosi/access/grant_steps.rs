@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::api::Api;
+use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
@@ -22,6 +23,7 @@ use crate::cosi::api::{
 };
 use crate::cosi::context::CosiContext;
 use crate::cosi::failpoint;
+use crate::cosi::fresh;
 use crate::cosi::keys;
 use crate::cosi::pass::{self, Progress};
 use crate::cosi::show::{Halt, provisioner_halt};
@@ -71,8 +73,9 @@ async fn observe<P>(
         .and_then(|s| s.accessed_buckets.clone())
         .unwrap_or_default();
     for entry in &accessed {
-        buckets
-            .push(writes::get(&buckets_api, &entry.bucket_name, "read an accessed Bucket").await?);
+        let key = ObjectRef::new(&entry.bucket_name);
+        let cache = Some(&ctx.caches.buckets);
+        buckets.push(fresh::read(cache, &buckets_api, key, "read an accessed Bucket").await?);
     }
     let secrets_api = secrets(ctx, &access);
     let mut secrets = Vec::new();
@@ -83,8 +86,9 @@ async fn observe<P>(
     }
     let class = if may_grant(&access, &secrets, memory) {
         let classes: Api<BucketAccessClass> = Api::all(ctx.client.clone());
-        let name = &access.spec.bucket_access_class_name;
-        writes::get(&classes, name, "read the BucketAccessClass").await?
+        let key = ObjectRef::new(&access.spec.bucket_access_class_name);
+        let cache = Some(&ctx.caches.access_classes);
+        fresh::read(cache, &classes, key, "read the BucketAccessClass").await?
     } else {
         None
     };

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::Api;
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
@@ -173,13 +174,19 @@ impl BucketPass {
 
 /// Whether the claim the Bucket is bound to is gone: no claim of that
 /// namespace and name, or one of another UID (a new claim of the same
-/// name is not the bound one). Read from the API by name, never from
-/// anything the tenant writes on the Bucket's behalf.
+/// name is not the bound one). By name, never from anything the tenant
+/// writes on the Bucket's behalf. The cache may say the claim lives; that
+/// it is gone (which deletes a bucket) only a GET may say.
 async fn claim_gone<P>(ctx: &CosiContext<P>, b: &Bucket) -> Result<bool, Error> {
     let r = &b.spec.bucket_claim_ref;
+    let bound = |c: &BucketClaim| c.metadata.uid == r.uid;
+    let key = ObjectRef::new(&r.name).within(&r.namespace);
+    if ctx.caches.claims.get(&key).is_some_and(|c| bound(&c)) {
+        return Ok(false);
+    }
     let claims: Api<BucketClaim> = Api::namespaced(ctx.client.clone(), &r.namespace);
     let claim = writes::get(&claims, &r.name, "read the Bucket's claim").await?;
-    Ok(claim.is_none_or(|c| c.metadata.uid != r.uid))
+    Ok(claim.is_none_or(|c| !bound(&c)))
 }
 
 /// Records the bucket found in this pass: ready, with its info.

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
 use serde_json::json;
 
 use super::plan::{self, Observed, Step};
@@ -16,6 +17,7 @@ use crate::cosi::api::{
 };
 use crate::cosi::context::CosiContext;
 use crate::cosi::failpoint;
+use crate::cosi::fresh;
 use crate::cosi::pass::{self, Pass, Progress};
 use crate::cosi::show::{self, Halt};
 use crate::cosi::writes;
@@ -61,13 +63,29 @@ async fn observe<P>(ctx: &CosiContext<P>, claim: BucketClaim) -> Result<Observed
     let name = claim.name_any();
     let buckets: Api<Bucket> = Api::all(ctx.client.clone());
     let bucket = match plan::bucket_name(&claim) {
-        Some(b) => writes::get(&buckets, &b, "read the claim's Bucket").await?,
+        Some(b) => {
+            let cache = Some(&ctx.caches.buckets);
+            fresh::read(
+                cache,
+                &buckets,
+                ObjectRef::new(&b),
+                "read the claim's Bucket",
+            )
+            .await?
+        }
         None => None,
     };
     let class = match (&claim.spec.bucket_class_name, &bucket) {
         (Some(class), None) => {
             let classes: Api<BucketClass> = Api::all(ctx.client.clone());
-            writes::get(&classes, class, "read the BucketClass").await?
+            let cache = Some(&ctx.caches.classes);
+            fresh::read(
+                cache,
+                &classes,
+                ObjectRef::new(class),
+                "read the BucketClass",
+            )
+            .await?
         }
         _ => None,
     };

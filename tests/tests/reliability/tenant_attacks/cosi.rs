@@ -19,7 +19,9 @@
 //! deleted and re-created at once under the same name with a wider mode
 //! (it must get a user of its own, and the old one's be revoked), and a
 //! deleting BucketAccess of another driver carrying the
-//! `sidecar-cleanup-finished` annotation its owner wrote.
+//! `sidecar-cleanup-finished` annotation its owner wrote; and the tenant
+//! editing its BucketAccess in a tight loop (item 6) while the victim's
+//! namespace asks for a new claim.
 
 use std::time::Duration;
 
@@ -80,6 +82,7 @@ async fn attacks(suite: &CosiSuite, summary: &mut Summary) -> Result<()> {
     outcomes.push(secret_created_first(suite, summary).await?);
     outcomes.push(replaced_under_the_same_name(suite, summary).await?);
     outcomes.push(foreign_drivers_cleanup_annotation(suite, summary).await?);
+    outcomes.push(edit_loop(suite, summary).await?);
     proc.kill().await;
     outcomes.push(forged_status_and_annotations(suite, summary, &victim, &mut proc).await?);
 
@@ -678,3 +681,98 @@ async fn foreign_drivers_cleanup_annotation(
         "foreign driver's cleanup annotation: held until its Secret went {held}; gone after {gone}"
     ))
 }
+
+/// Issue 36 item 6: the tenant annotates its own BucketAccess (all the
+/// `edit` role needs) one PATCH after another for [`LOOP`], while the
+/// victim asks for a new BucketClaim and an access to it. The victim must
+/// be served, and the controller must not spend on the loop more than the
+/// object's pace allows: every pass it runs reads the access Secret (no
+/// watch holds Secrets), nothing the caches hold, and writes nothing.
+/// (How much the loop slows the victim is the benchmark's figure, not a
+/// timed test's.)
+async fn edit_loop(suite: &CosiSuite, summary: &mut Summary) -> Result<String> {
+    summary.counts.attacks += 1;
+    let admin = &suite.admin;
+    let accesses = api(admin, Kind::BucketAccess, TENANT);
+    create(
+        admin,
+        Kind::BucketAccess,
+        TENANT,
+        "looped",
+        access_of(ACCESS_CLASS, &[("data", "ReadOnly", "looped-keys")]),
+    )
+    .await?;
+    wait_ready(admin, Kind::BucketAccess, TENANT, "looped", T).await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let audit = suite.env.audit_log_path();
+    let before = std::fs::read_to_string(&audit)?.lines().count();
+    let started = std::time::Instant::now();
+    let served = async {
+        create(
+            admin,
+            Kind::BucketClaim,
+            VICTIM,
+            "during-loop",
+            claim_of_class(DELETE_CLASS),
+        )
+        .await?;
+        let access = access_of(
+            ACCESS_CLASS,
+            &[("during-loop", "ReadWrite", "during-loop-keys")],
+        );
+        create(admin, Kind::BucketAccess, VICTIM, "during-loop", access).await?;
+        wait_ready(admin, Kind::BucketClaim, VICTIM, "during-loop", T).await?;
+        wait_ready(admin, Kind::BucketAccess, VICTIM, "during-loop", T).await?;
+        anyhow::Ok(started.elapsed())
+    };
+    let edits = async {
+        let mut edits = 0u32;
+        while started.elapsed() < LOOP {
+            let patch = json!({"metadata": {"annotations": {"tenant/loop": edits.to_string()}}});
+            accesses
+                .patch("looped", &PatchParams::default(), &Patch::Merge(&patch))
+                .await?;
+            edits += 1;
+        }
+        anyhow::Ok(edits)
+    };
+    let (served, edits) = tokio::join!(served, edits);
+    let (served, edits) = (served?, edits?);
+    // The passes the last edits started.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let user = format!(
+        "system:serviceaccount:{}:sample-provisioner",
+        obc_tests::reliability::SYSTEM_NAMESPACE
+    );
+    let mut by_kind = std::collections::BTreeMap::<String, usize>::new();
+    for line in std::fs::read_to_string(&audit)?.lines().skip(before) {
+        let e: serde_json::Value = serde_json::from_str(line)?;
+        if e["user"]["username"] != user.as_str() || e["objectRef"]["namespace"] != TENANT {
+            continue;
+        }
+        let key = format!(
+            "{} {}",
+            e["verb"].as_str().unwrap_or_default(),
+            e["objectRef"]["resource"].as_str().unwrap_or_default()
+        );
+        *by_kind.entry(key).or_default() += 1;
+    }
+    // The pace: a burst of 10 passes, then 5 a second, each reading one
+    // Secret; some slack for the passes in flight at the ends.
+    let allowed = 10 + 5 * (LOOP.as_secs() as usize + 2) + 5;
+    let secret_reads = by_kind.get("get secrets").copied().unwrap_or(0);
+    let other: Vec<_> = by_kind
+        .iter()
+        .filter(|(k, _)| k.as_str() != "get secrets")
+        .collect();
+    ensure!(
+        secret_reads <= allowed && other.is_empty(),
+        "the tenant's {edits} edits bought more than its pace: {by_kind:?} (at most {allowed} Secret reads, nothing else)"
+    );
+    Ok(format!(
+        "edit loop: {edits} edits in {LOOP:?}; the controller's requests in the tenant's namespace {by_kind:?}; the victim's new claim and access ready after {served:?}"
+    ))
+}
+
+/// How long the tenant loops.
+const LOOP: Duration = Duration::from_secs(5);
