@@ -29,12 +29,24 @@ pub const COSI_RBAC: &str = "deploy/rbac-cosi.yaml";
 /// Permissions `deploy/rbac-cosi.yaml` grants for paths the end-to-end
 /// run does not take, and why: (API group, resource, verb, reason), as
 /// [`crate::rbac::NEEDED_BUT_NOT_EXERCISED`].
-pub const COSI_NEEDED_BUT_NOT_EXERCISED: &[(&str, &str, &str, &str)] = &[(
-    "objectstorage.k8s.io",
-    "bucketaccesses/finalizers",
-    "update",
-    "an admission check (OwnerReferencesPermissionEnforcement) of the access Secrets' blockOwnerDeletion, not a request; the test apiserver does not run that plugin",
-)];
+pub const COSI_NEEDED_BUT_NOT_EXERCISED: &[(&str, &str, &str, &str)] = &[
+    (
+        "objectstorage.k8s.io",
+        "bucketaccesses/finalizers",
+        "update",
+        "an admission check (OwnerReferencesPermissionEnforcement) of the access Secrets' blockOwnerDeletion, not a request; the test apiserver does not run that plugin",
+    ),
+    ("objectstorage.k8s.io", "bucketclasses", "get", CLASS_GET),
+    (
+        "objectstorage.k8s.io",
+        "bucketaccessclasses",
+        "get",
+        CLASS_GET,
+    ),
+];
+
+/// Why a class GET may not be seen in a run.
+const CLASS_GET: &str = "a class is read from its watch's cache; a GET only on a miss (a class created a moment before the claim or access naming it) or where classes are not watched (the driver role alone, without the sweep): lib-provisioner/src/cosi/fresh.rs";
 /// The annotation the binding role puts on a Bucket whose claim is being
 /// deleted (the host is `k8.io` in upstream's code, and here).
 pub const BEING_DELETED: &str = "objectstorage.k8.io/bucketclaim-being-deleted";

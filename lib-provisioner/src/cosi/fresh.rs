@@ -7,7 +7,8 @@
 //!   conflict, it is read with a GET: the next plan must see the write.
 //! * **Other objects** a plan looks at (a claim's Bucket, a Bucket's claim,
 //!   the classes): the cache's copy; a miss is confirmed with a GET, as a
-//!   cache may not have seen a create yet.
+//!   cache may not have seen a create yet, and so is an object being
+//!   deleted ([`read`]).
 //! * **Access Secrets** are not watched (a watch of every Secret would
 //!   cost more than the GET): always a GET.
 //!
@@ -81,8 +82,12 @@ impl OwnWrites {
     }
 }
 
-/// An object another plan looks at: the cache's copy, a miss confirmed by
-/// a GET (without a cache, the GET alone).
+/// An object another plan looks at: the cache's copy, unless it is being
+/// deleted; a miss, or a deleting object, confirmed by a GET (without a
+/// cache, the GET alone). A deleting object is read afresh because what
+/// waits for it waits for it to go: the event that removes its last
+/// finalizer finds it still cached, and its removal from the cache starts
+/// no pass of what waits.
 pub(crate) async fn read<K>(
     cache: Option<&Store<K>>,
     api: &Api<K>,
@@ -92,7 +97,8 @@ pub(crate) async fn read<K>(
 where
     K: Object + kube::Resource<DynamicType = ()>,
 {
-    if let Some(hit) = cache.and_then(|c| c.get(&key)) {
+    let hit = cache.and_then(|c| c.get(&key));
+    if let Some(hit) = hit.filter(|h| h.meta().deletion_timestamp.is_none()) {
         return Ok(Some(hit.as_ref().clone()));
     }
     writes::get(api, &key.name, action).await
