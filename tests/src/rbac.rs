@@ -290,15 +290,9 @@ pub fn grants_of(yaml: &str, namespace: &str, name: &str) -> Result<BTreeSet<Gra
 /// The requests of `user` in the audit log at `path`: those answered, and
 /// those denied (HTTP 403).
 pub fn audited_requests(path: &Path, user: &str) -> Result<(BTreeSet<Request>, Vec<Request>)> {
-    let log = std::fs::read_to_string(path)
-        .with_context(|| format!("reading the audit log {}", path.display()))?;
     let mut used = BTreeSet::new();
     let mut denied = Vec::new();
-    for line in log.lines() {
-        let e: serde_json::Value = serde_json::from_str(line).context("audit log JSON")?;
-        if e["user"]["username"] != user {
-            continue;
-        }
+    for e in audit_events(path, 0, user)? {
         // A request for no object (discovery: /apis/<group>/<version>,
         // /version) is a non-resource URL, which Kubernetes' own
         // system:discovery role lets every authenticated user read; no
@@ -307,18 +301,7 @@ pub fn audited_requests(path: &Path, user: &str) -> Result<(BTreeSet<Request>, V
         if e["objectRef"].is_null() && e["responseStatus"]["code"] != 403 {
             continue;
         }
-        let r = &e["objectRef"];
-        let str_of = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_owned();
-        let resource = match r["subresource"].as_str() {
-            Some(sub) => format!("{}/{sub}", str_of(&r["resource"])),
-            None => str_of(&r["resource"]),
-        };
-        let request = Request {
-            namespace: r["namespace"].as_str().map(str::to_owned),
-            group: str_of(&r["apiGroup"]),
-            resource,
-            verb: str_of(&e["verb"]),
-        };
+        let request = request_of(&e);
         if e["responseStatus"]["code"] == 403 {
             denied.push(request);
         } else {
@@ -326,6 +309,53 @@ pub fn audited_requests(path: &Path, user: &str) -> Result<(BTreeSet<Request>, V
         }
     }
     Ok((used, denied))
+}
+
+/// The lines the audit log at `path` holds now: where a later
+/// [`requests_after`] starts.
+pub fn audit_mark(path: &Path) -> Result<usize> {
+    let log = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the audit log {}", path.display()))?;
+    Ok(log.lines().count())
+}
+
+/// The requests of `user` in the audit log at `path` after its first
+/// `skip` lines (an [`audit_mark`]), in order.
+pub fn requests_after(path: &Path, skip: usize, user: &str) -> Result<Vec<Request>> {
+    Ok(audit_events(path, skip, user)?
+        .iter()
+        .map(request_of)
+        .collect())
+}
+
+/// The audit events of `user` after the first `skip` lines.
+fn audit_events(path: &Path, skip: usize, user: &str) -> Result<Vec<serde_json::Value>> {
+    let log = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the audit log {}", path.display()))?;
+    let mut events = Vec::new();
+    for line in log.lines().skip(skip) {
+        let e: serde_json::Value = serde_json::from_str(line).context("audit log JSON")?;
+        if e["user"]["username"] == user {
+            events.push(e);
+        }
+    }
+    Ok(events)
+}
+
+/// The request an audit event records.
+fn request_of(e: &serde_json::Value) -> Request {
+    let r = &e["objectRef"];
+    let str_of = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_owned();
+    let resource = match r["subresource"].as_str() {
+        Some(sub) => format!("{}/{sub}", str_of(&r["resource"])),
+        None => str_of(&r["resource"]),
+    };
+    Request {
+        namespace: r["namespace"].as_str().map(str::to_owned),
+        group: str_of(&r["apiGroup"]),
+        resource,
+        verb: str_of(&e["verb"]),
+    }
 }
 
 /// Fails unless the RBAC in `rbac_yaml` (named `source` in messages) is

@@ -936,10 +936,7 @@ async fn a_tenants_edits_of_a_granted_access_read_nothing_the_caches_hold() {
     tokio::time::sleep(Duration::from_secs(2)).await;
 
     let audit = env.audit_log_path();
-    let before = std::fs::read_to_string(&audit)
-        .expect("audit log")
-        .lines()
-        .count();
+    let before = obc_tests::rbac::audit_mark(&audit).expect("audit log");
     let accesses = Api::<BucketAccess>::namespaced(admin.clone(), ns);
     const EDITS: usize = 10;
     for i in 0..EDITS {
@@ -957,7 +954,11 @@ async fn a_tenants_edits_of_a_granted_access_read_nothing_the_caches_hold() {
     }
     tokio::time::sleep(Duration::from_secs(3)).await;
     let user = format!("system:serviceaccount:{sa_ns}:{sa}");
-    let requests = requests_after(&audit, before, &user);
+    let requests: Vec<(String, String)> = obc_tests::rbac::requests_after(&audit, before, &user)
+        .expect("audit log")
+        .into_iter()
+        .map(|r| (r.verb, r.resource))
+        .collect();
     let count = |verb: &str, resource: &str| {
         requests
             .iter()
@@ -1026,20 +1027,4 @@ async fn bind_cluster_admin(admin: &Client, ns: &str, sa: &str) {
         .create(&PostParams::default(), &binding)
         .await
         .expect("ClusterRoleBinding");
-}
-
-/// `user`'s requests in the audit log after its first `skip` lines: (verb,
-/// resource).
-fn requests_after(audit: &std::path::Path, skip: usize, user: &str) -> Vec<(String, String)> {
-    let log = std::fs::read_to_string(audit).expect("audit log");
-    log.lines()
-        .skip(skip)
-        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
-        .filter(|e| e["user"]["username"] == user)
-        .map(|e| {
-            let verb = e["verb"].as_str().unwrap_or_default().to_owned();
-            let resource = e["objectRef"]["resource"].as_str().unwrap_or_default();
-            (verb, resource.to_owned())
-        })
-        .collect()
 }

@@ -705,7 +705,7 @@ async fn edit_loop(suite: &CosiSuite, summary: &mut Summary) -> Result<String> {
     wait_ready(admin, Kind::BucketAccess, TENANT, "looped", T).await?;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let audit = suite.env.audit_log_path();
-    let before = std::fs::read_to_string(&audit)?.lines().count();
+    let before = obc_tests::rbac::audit_mark(&audit)?;
     let started = std::time::Instant::now();
     let served = async {
         create(
@@ -745,17 +745,12 @@ async fn edit_loop(suite: &CosiSuite, summary: &mut Summary) -> Result<String> {
         obc_tests::reliability::SYSTEM_NAMESPACE
     );
     let mut by_kind = std::collections::BTreeMap::<String, usize>::new();
-    for line in std::fs::read_to_string(&audit)?.lines().skip(before) {
-        let e: serde_json::Value = serde_json::from_str(line)?;
-        if e["user"]["username"] != user.as_str() || e["objectRef"]["namespace"] != TENANT {
-            continue;
+    for r in obc_tests::rbac::requests_after(&audit, before, &user)? {
+        if r.namespace.as_deref() == Some(TENANT) {
+            *by_kind
+                .entry(format!("{} {}", r.verb, r.resource))
+                .or_default() += 1;
         }
-        let key = format!(
-            "{} {}",
-            e["verb"].as_str().unwrap_or_default(),
-            e["objectRef"]["resource"].as_str().unwrap_or_default()
-        );
-        *by_kind.entry(key).or_default() += 1;
     }
     // The pace: a burst of 10 passes, then 5 a second, each reading one
     // Secret; some slack for the passes in flight at the ends.
