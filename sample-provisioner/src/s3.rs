@@ -12,7 +12,8 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::{Api, Client};
 use lib_provisioner::api::secret_keys::{ACCESS_KEY_ID, SECRET_ACCESS_KEY};
 use lib_provisioner::provisioner::{
-    AccessGrant, AccessRequest, AccessRevocation, BucketInfo, InventoryRequest, Made, OrphanRemoval,
+    AccessGrant, AccessRequest, AccessRevocation, BucketInfo, InventoryRequest, Made,
+    OrphanRemoval, ReclaimPolicy,
 };
 use lib_provisioner::{
     BucketAccess, BucketRequest, Credentials, ProvisionError, Provisioner, Revocation,
@@ -27,7 +28,7 @@ use crate::credentials::{
     SharedAdminCredentials, StoreAdmin,
 };
 use crate::intents::KubeIntents;
-use crate::ownership::Owner;
+use crate::ownership::{ClaimKind, Owner, SweepRecord};
 use crate::params::{ClassName, ClassParams, Ownership, SecretRef};
 use crate::store::{
     Creation, DEFAULT_STATE_BUCKET, Deletion, Store, is_not_empty, not_empty_cosi, reserved,
@@ -347,6 +348,7 @@ impl S3Provisioner {
         let owner = Owner {
             claim_uid: &req.claim.uid,
             claim: &claim,
+            sweep: sweep_record(req),
         };
         // From here on a failure may follow CreateBucket: only the store's
         // refusals before it say that nothing was created.
@@ -362,6 +364,25 @@ impl S3Provisioner {
         }
         Ok((r, options))
     }
+}
+
+/// What the bucket records for the store sweep: the claim's API and the
+/// reclaim policy. Nothing for the COSI gRPC path, whose requests name no
+/// namespace and carry no deletion policy (upstream's sidecar sends
+/// neither): such a bucket is only ever reported.
+fn sweep_record(req: &BucketRequest) -> Option<SweepRecord> {
+    if req.claim.namespace.is_empty() {
+        return None;
+    }
+    let kind = if ClassName::Bucket(&req.storage_class_name).is_cosi() {
+        ClaimKind::BucketClaim
+    } else {
+        ClaimKind::ObjectBucketClaim
+    };
+    Some(SweepRecord {
+        kind,
+        reclaim: req.reclaim_policy,
+    })
 }
 
 fn credential_request(req: &BucketRequest, access: Access) -> CredentialRequest<'_> {
@@ -501,7 +522,16 @@ impl Provisioner for S3Provisioner {
         self.revoke_credentials(req, Some(&r.admin)).await
     }
 
+    /// Revokes the claim's credentials; a bucket of the claim's kept under
+    /// `Retain` is recorded as kept in its tags first. A COSI bucket has no
+    /// credentials of its own (each BucketAccess is revoked with it).
     async fn revoke(&self, req: &TeardownRequest) -> Result<(), ProvisionError> {
+        if req.reclaim_policy == ReclaimPolicy::Retain && req.provisioned {
+            self.record_kept(req).await?;
+        }
+        if ClassName::Bucket(&req.storage_class_name).is_cosi() {
+            return Ok(());
+        }
         self.revoke_credentials(req, None).await
     }
 
@@ -556,7 +586,8 @@ impl Provisioner for S3Provisioner {
         self.list_made(req).await
     }
 
-    /// An orphaned user and its policy, or a policy; never a bucket.
+    /// An orphaned user and its policy, or a policy; a bucket only when
+    /// its tags record reclaim policy `Delete`.
     async fn remove_orphan(&self, req: &OrphanRemoval) -> Result<(), ProvisionError> {
         self.remove_made(req).await
     }
@@ -575,6 +606,7 @@ fn worded_for(class: ClassName<'_>, bucket: &str, err: ProvisionError) -> Provis
 mod after_bind;
 mod buckets;
 mod inventory;
+mod kept;
 mod principal;
 mod reissue;
 

@@ -94,3 +94,30 @@ fn a_not_empty_bucket_is_worded_for_the_requests_api() {
     );
     assert_eq!(other.to_string(), "denied");
 }
+
+/// What a bucket records for the store sweep follows the request: the
+/// claim's API and policy; nothing on the COSI gRPC path, which names no
+/// namespace and sends no deletion policy (such buckets are only reported).
+#[test]
+fn a_bucket_records_its_claims_api_and_policy_but_not_on_the_grpc_path() {
+    use lib_provisioner::provisioner::ClaimIdentity;
+    let claim = ClaimIdentity::new("shop", "photos", "uid-1");
+    let obc = BucketRequest::new(claim.clone(), "photos-1", "s3-delete");
+    assert_eq!(
+        sweep_record(&obc),
+        Some(SweepRecord {
+            kind: ClaimKind::ObjectBucketClaim,
+            reclaim: ReclaimPolicy::Delete
+        })
+    );
+    let cosi = BucketRequest::new(claim, "bc-uid-1", "").with_reclaim_policy(ReclaimPolicy::Retain);
+    assert_eq!(
+        sweep_record(&cosi),
+        Some(SweepRecord {
+            kind: ClaimKind::BucketClaim,
+            reclaim: ReclaimPolicy::Retain
+        })
+    );
+    let grpc = BucketRequest::new(ClaimIdentity::new("", "bc-uid-2", "uid-2"), "bc-uid-2", "");
+    assert_eq!(sweep_record(&grpc), None);
+}

@@ -123,10 +123,12 @@ async fn put(client: &aws_sdk_s3::Client, bucket: &str, key: &str) {
 const A: Owner<'static> = Owner {
     claim_uid: "uid-a",
     claim: "ns/a",
+    sweep: None,
 };
 const B: Owner<'static> = Owner {
     claim_uid: "uid-b",
     claim: "ns/b",
+    sweep: None,
 };
 
 async fn create(s: &Store, bucket: &str, owner: &Owner<'_>) -> Result<Creation, ProvisionError> {

@@ -210,10 +210,12 @@ async fn tag_ownership_keeps_nothing_in_user_buckets() -> Result<()> {
     let a = Owner {
         claim_uid: "uid-a",
         claim: "apps/a",
+        sweep: None,
     };
     let b = Owner {
         claim_uid: "uid-b",
         claim: "apps/b",
+        sweep: None,
     };
 
     assert_eq!(store.create_owned("exact-a", &a).await?, Creation::Created);

@@ -33,8 +33,8 @@ use lib_provisioner::cosi::CosiOptions;
 use lib_provisioner::provisioner::MadeKind;
 use lib_provisioner::sweep::{Audit, Decision};
 use obc_tests::cosi_e2e::{
-    ACCESS_CLASS, AccessKeys, CosiSuite, DELETE_CLASS, DRIVER, Kind, access_keys, access_of, api,
-    claim_of_class, create, wait_ready,
+    ACCESS_CLASS, AccessKeys, CosiSuite, DELETE_CLASS, DRIVER, Kind, RETAIN_CLASS, access_keys,
+    access_of, api, claim_of_class, create, status_str, wait_error, wait_ready,
 };
 use obc_tests::reliability::{
     PROVISIONER, RUSTFS_ADMIN_SECRET, SYSTEM_NAMESPACE, claim_bucket, claim_keys, create_class,
@@ -468,6 +468,139 @@ async fn the_audit_command_prints_the_orphan_before_the_sweep_removes_it_and_not
         anyhow::ensure!(
             !table.contains(&gone.key_id) && !table.contains("orphan"),
             "nothing orphaned is left after the sweep:\n{table}"
+        );
+        Ok(())
+    }
+    .await;
+    t.stop().await;
+    result
+}
+
+/// Issue 36, item 2: buckets whose owners went without a teardown (an
+/// administrator stripped the finalizers of the BucketClaims and Buckets
+/// and deleted them, the controller not running) are deleted by the sweep
+/// only where the store records `Delete`: a bucket of a Delete class goes,
+/// data and all (the class sets forceDelete); a bucket of a Retain class
+/// stays, and so does one made under Delete whose Bucket an administrator
+/// switched to Retain before deleting it (the driver recorded that in the
+/// store when it refused the deletion). A live claim's bucket is untouched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn orphaned_buckets_go_only_where_the_store_records_delete() -> Result<()> {
+    let mut t = Swept::start("sweep-buckets", GRACE).await?;
+    let result = async {
+        let c = t.client().clone();
+        let mut buckets = std::collections::BTreeMap::new();
+        for (claim, class) in [
+            ("doomed", DELETE_CLASS),
+            ("kept", RETAIN_CLASS),
+            ("switched", DELETE_CLASS),
+        ] {
+            create(&c, Kind::BucketClaim, NS, claim, claim_of_class(class)).await?;
+            let ready =
+                wait_ready(&c, Kind::BucketClaim, NS, claim, Duration::from_secs(60)).await?;
+            let bucket = status_str(&ready, "boundBucketName").unwrap();
+            t.suite
+                .root()
+                .put_object()
+                .bucket(&bucket)
+                .key("data")
+                .body(ByteStream::from_static(b"data"))
+                .send()
+                .await?;
+            buckets.insert(claim, bucket);
+        }
+        let ledger = t.obc_claim("ledger").await?;
+
+        // An administrator switches one Bucket to Retain and deletes it:
+        // the driver records that in the store, then refuses.
+        let switched = buckets["switched"].clone();
+        api(&c, Kind::Bucket, NS)
+            .patch(
+                &switched,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"deletionPolicy": "Retain"}})),
+            )
+            .await?;
+        api(&c, Kind::Bucket, NS)
+            .delete(&switched, &DeleteParams::default())
+            .await?;
+        let refused = wait_error(&c, Kind::Bucket, NS, &switched, Duration::from_secs(30)).await?;
+        anyhow::ensure!(refused.contains("Retain"), "refusal: {refused}");
+        let tags = t
+            .suite
+            .root()
+            .get_bucket_tagging()
+            .bucket(&switched)
+            .send()
+            .await?;
+        let reclaim = tags
+            .tag_set()
+            .iter()
+            .find(|t| t.key() == "objectbucket.io/reclaim-policy")
+            .map(|t| t.value().to_owned());
+        anyhow::ensure!(
+            reclaim.as_deref() == Some("Retain"),
+            "the store must record Retain for the switched bucket, not {reclaim:?}"
+        );
+
+        t.pause().await;
+        let mut objects: Vec<(Option<Kind>, &str)> = Vec::new();
+        for (claim, bucket) in &buckets {
+            objects.push((Some(Kind::BucketClaim), claim));
+            objects.push((Some(Kind::Bucket), bucket));
+        }
+        strip_and_delete(&c, &objects).await?;
+        let audit = t.audit().await?;
+        let decision = |name: &str| {
+            audit
+                .plan
+                .items
+                .iter()
+                .find(|i| i.made.kind == MadeKind::Bucket && i.made.name == name)
+                .map(|i| i.decision.clone())
+        };
+        anyhow::ensure!(
+            matches!(decision(&buckets["doomed"]), Some(Decision::Waiting { .. })),
+            "the Delete bucket waits out its grace:\n{audit}"
+        );
+        for kept in [&buckets["kept"], &switched] {
+            anyhow::ensure!(
+                decision(kept) == Some(Decision::ReportBucket),
+                "{kept} is only reported:\n{audit}"
+            );
+        }
+        anyhow::ensure!(decision(&ledger.bucket) == Some(Decision::Owned), "{audit}");
+
+        let resumed = t.resume()?;
+        let bound = INTERVAL + t.grace + SLACK;
+        let doomed = buckets["doomed"].clone();
+        wait_for(
+            bound,
+            "the orphaned Delete bucket to be deleted",
+            || async { Ok((!t.suite.buckets().await?.contains(&doomed)).then_some(())) },
+        )
+        .await?;
+        println!(
+            "the orphaned Delete bucket went {:?} after the controller started",
+            resumed.elapsed()
+        );
+        for _ in 0..2 {
+            tokio::time::sleep(INTERVAL).await;
+        }
+        for kept in [&buckets["kept"], &switched] {
+            let data = t
+                .suite
+                .root()
+                .get_object()
+                .bucket(kept)
+                .key("data")
+                .send()
+                .await;
+            anyhow::ensure!(data.is_ok(), "{kept} and its data must stay: {data:?}");
+        }
+        anyhow::ensure!(
+            writes(&ledger).await,
+            "a live claim's bucket must stay usable"
         );
         Ok(())
     }

@@ -1,6 +1,6 @@
 //! Which store users and policies this provisioner made, told from their
 //! names alone, and for which owner ([`MadeNames`]): what the store sweep
-//! lists. Pure; the names are [`super::per_claim`]'s and
+//! lists. Pure; the names are `super::per_claim`'s and
 //! [`super::per_principal`]'s, derived from the owner's UID, so an owner is
 //! found by deriving every live owner's names and looking the listed name
 //! up (COSI's are a digest and cannot be read back).

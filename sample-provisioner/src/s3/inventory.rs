@@ -2,7 +2,9 @@
 //! ([`Provisioner::inventory`], [`Provisioner::remove_orphan`]): users and
 //! canned policies told by their names ([`MadeNames`]), buckets by the
 //! owner tag (which a claim's own key may not write: its policy allows
-//! object and listing actions only). Never what an administrator made.
+//! object and listing actions only) with the reclaim policy their tags
+//! record. Never what an administrator made. An orphaned bucket is deleted
+//! only when its tags, read again, still record `Delete`.
 //!
 //! [`Provisioner::inventory`]: lib_provisioner::Provisioner::inventory
 //! [`Provisioner::remove_orphan`]: lib_provisioner::Provisioner::remove_orphan
@@ -15,7 +17,9 @@ use super::{Resolved, S3Provisioner};
 use crate::access::PER_CLAIM_MODE;
 use crate::admin::{AdminClient, AdminError};
 use crate::credentials::made_names::{Family, MadeNames, Ours};
+use crate::ownership::ClaimKind;
 use crate::params::{ClassName, Ownership};
+use crate::store::Deletion;
 
 impl S3Provisioner {
     /// Lists the users, policies and tagged buckets the class's family
@@ -59,16 +63,22 @@ impl S3Provisioner {
             }
         }
         if family != Family::Principals && r.params.ownership == Ownership::Tags {
-            self.list_tagged_buckets(&r, &mut made).await?;
+            let kind = match family {
+                Family::Claims => ClaimKind::ObjectBucketClaim,
+                _ => ClaimKind::BucketClaim,
+            };
+            self.list_tagged_buckets(&r, kind, &mut made).await?;
         }
         Ok(made)
     }
 
-    /// Buckets carrying the owner tag, with the owner it names; the sample
-    /// records no reclaim policy in the store, so none is ever deleted.
+    /// Buckets carrying the owner tag, with the owner and the reclaim
+    /// policy their tags record; of those that name their claim's API,
+    /// only `kind`'s.
     async fn list_tagged_buckets(
         &self,
         r: &Resolved,
+        kind: ClaimKind,
         made: &mut Vec<Made>,
     ) -> Result<(), ProvisionError> {
         let store = &r.params.endpoint.url;
@@ -78,11 +88,16 @@ impl S3Provisioner {
             .await
             .map_err(|f| f.into_provision_error())?;
         for bucket in buckets.iter().filter(|b| **b != self.state_bucket) {
-            match r.store.owner_tag(bucket).await {
-                Ok(Some(uid)) => {
-                    made.push(Made::new(MadeKind::Bucket, store, bucket).owned_by(uid))
+            match r.store.tagged(bucket).await {
+                Ok(Some(tagged)) if tagged.kind.is_none_or(|k| k == kind) => {
+                    let mut m =
+                        Made::new(MadeKind::Bucket, store, bucket).owned_by(tagged.owner_uid);
+                    if let Some(policy) = tagged.reclaim {
+                        m = m.with_reclaim(policy);
+                    }
+                    made.push(m);
                 }
-                Ok(None) => {}
+                Ok(_) => {}
                 // Gone between the listing and the tag: nothing to report.
                 Err(f) if f.is_no_such_bucket() => {}
                 Err(f) => return Err(f.into_provision_error()),
@@ -93,7 +108,8 @@ impl S3Provisioner {
 
     /// Removes an orphaned user (and the policies of ours attached to it)
     /// or policy, after checking again that its name is one this
-    /// provisioner gives; never a bucket.
+    /// provisioner gives; or deletes an orphaned bucket whose tags, read
+    /// again, still record its owner and `Delete`.
     pub(super) async fn remove_made(&self, req: &OrphanRemoval) -> Result<(), ProvisionError> {
         let family = Family::of(&req.class_kind);
         let names = MadeNames::default();
@@ -101,12 +117,7 @@ impl S3Provisioner {
         let ours = match m.kind {
             MadeKind::Principal => names.user(family, &m.name),
             MadeKind::Policy => names.policy(family, &m.name),
-            _ => {
-                return Err(ProvisionError::permanent(format!(
-                    "bucket {} is kept: this provisioner records no reclaim policy in the store, so the sweep only reports buckets without an owner; delete it by hand if it should go",
-                    m.name
-                )));
-            }
+            _ => return self.delete_orphaned_bucket(req).await,
         };
         if ours != Ours::Orphan {
             return Err(ProvisionError::permanent(format!(
@@ -136,6 +147,37 @@ impl S3Provisioner {
         }
         info!(%store, user = %m.name, "removed an orphaned user and its policy");
         Ok(())
+    }
+
+    /// Deletes an orphaned bucket through its class's store, objects first
+    /// only where the class sets `forceDelete` (as a claim's deletion).
+    async fn delete_orphaned_bucket(&self, req: &OrphanRemoval) -> Result<(), ProvisionError> {
+        let m = &req.made;
+        let Some(owner) = m.owner_uid.as_deref() else {
+            return Err(ProvisionError::permanent(format!(
+                "bucket {} is kept: no owner is recorded with it",
+                m.name
+            )));
+        };
+        let request = InventoryRequest::new(&req.class_name, req.parameters.clone())
+            .with_class_kind(&req.class_kind);
+        let r = self.resolve(class_name(&request), &req.parameters).await?;
+        let store = &r.params.endpoint.url;
+        match r
+            .store
+            .delete_orphan(&m.name, owner, r.params.force_delete)
+            .await?
+        {
+            Deletion::Deleted { objects } => {
+                info!(%store, bucket = %m.name, owner, objects, "deleted an orphaned bucket (reclaim policy Delete recorded in its tags)");
+                Ok(())
+            }
+            Deletion::AlreadyGone => Ok(()),
+            Deletion::NotOurs(why) => Err(ProvisionError::permanent(format!(
+                "bucket {} is kept: {why}",
+                m.name
+            ))),
+        }
     }
 
     /// The admin client of a class that gives each owner a user of its

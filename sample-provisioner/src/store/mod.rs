@@ -40,25 +40,36 @@
 //! [`Store::create_owned`] and [`Store::delete_owned`] gather what they need
 //! from the store and carry their answer out. A bucket that holds any object
 //! and no marker is never taken over, nor deleted, without an intent.
+//!
+//! # The reclaim policy, for the store sweep
+//!
+//! With tag ownership the bucket also records the reclaim (COSI: deletion)
+//! policy it was created under ([`RECLAIM_TAG`]), and `Retain` once a
+//! teardown keeps it ([`Store::record_kept`]). A bucket the sweep finds
+//! without a live owner is deleted only when its tags, read again at that
+//! moment, name the same owner and `Delete` ([`Store::delete_orphan`]).
 
 // `Store`'s methods are spread over files that each use only the ones before
 // them, so that no two depend on each other: `rules.rs` (the rules, no I/O),
 // `client.rs` (the type and the requests that need no record), `records.rs`
 // (the ownership records), `owned.rs` (creating and deleting a claim's
-// bucket). This module only re-exports.
+// bucket), `tagged.rs` (the tags the sweep reads). This module only
+// re-exports.
 mod client;
 mod owned;
 mod records;
 mod rules;
+mod tagged;
 
 pub use self::client::{DEFAULT_STATE_BUCKET, Store};
 pub use self::rules::{
     Basis, Creation, DeleteStep, Deletion, Found, Kept, ProvisionStep, Refusal, delete_step,
     denied, is_not_empty, not_empty, not_empty_cosi, not_ours, provision_step, reserved, unclaimed,
 };
+pub use self::tagged::Tagged;
 // Defined in `crate::ownership` because the intent ConfigMaps use them too;
 // this is their public path.
 pub use crate::ownership::{
-    CLAIM_TAG, INTENT_PREFIX, OWNER_MARKER_KEY, OWNER_TAG, Owner, Record, STATE_BUCKET_MARKER,
-    intent_key,
+    CLAIM_KIND_TAG, CLAIM_TAG, ClaimKind, INTENT_PREFIX, OWNER_MARKER_KEY, OWNER_TAG, Owner,
+    RECLAIM_TAG, Record, STATE_BUCKET_MARKER, SweepRecord, intent_key,
 };

@@ -20,7 +20,7 @@ const PAGE: i32 = 1000;
 impl Store {
     /// Creates `bucket` for `owner`, or confirms that it already was.
     ///
-    /// Errors: permanent when the bucket is not the claim's ([`Refusal`])
+    /// Errors: permanent when the bucket is not the claim's ([`Refusal`](super::Refusal))
     /// or is the state bucket; retryable while another claim's creation of
     /// the same name is unfinished; otherwise as classified. Errors raised
     /// before CreateBucket, or by it, say that nothing was created

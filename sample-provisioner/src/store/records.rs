@@ -7,13 +7,15 @@ use std::sync::atomic::Ordering;
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{Tag, Tagging};
 use lib_provisioner::ProvisionError;
+use lib_provisioner::provisioner::ReclaimPolicy;
 use tracing::{debug, info};
 
 use super::client::{Records, Store};
 use super::rules::{Found, claim_uid_in_record, not_ours};
 use crate::errors::{FailureKind, StoreFailure};
 use crate::ownership::{
-    CLAIM_TAG, OWNER_MARKER_KEY, OWNER_TAG, Owner, Record, STATE_BUCKET_MARKER, intent_key,
+    CLAIM_KIND_TAG, CLAIM_TAG, OWNER_MARKER_KEY, OWNER_TAG, Owner, RECLAIM_TAG, Record,
+    STATE_BUCKET_MARKER, intent_key,
 };
 
 /// User metadata on the marker and on intents naming the claim, for humans.
@@ -223,41 +225,12 @@ impl Store {
         }
     }
 
-    /// Tags the bucket as `owner`'s, keeping its other tags. Not
-    /// conditional: the intent already decided that
-    /// the bucket is this claim's, and the tag is read back.
-    pub(super) async fn put_owner_tag(
-        &self,
-        bucket: &str,
-        owner: &Owner<'_>,
-    ) -> Result<(), StoreFailure> {
-        let tag = |k: &str, v: &str| {
-            Tag::builder()
-                .key(k)
-                .value(v)
-                .build()
-                .map_err(|e| StoreFailure {
-                    operation: "PutBucketTagging",
-                    bucket: bucket.to_owned(),
-                    kind: FailureKind::Request(e.to_string()),
-                })
-        };
-        let mut set: Vec<Tag> = self
-            .tags(bucket)
-            .await?
-            .into_iter()
-            .filter(|t| t.key() != OWNER_TAG && t.key() != CLAIM_TAG)
-            .collect();
-        set.push(tag(OWNER_TAG, owner.claim_uid)?);
-        set.push(tag(CLAIM_TAG, owner.claim)?);
+    /// Replaces the bucket's tag set.
+    pub(super) async fn put_tags(&self, bucket: &str, set: Vec<Tag>) -> Result<(), StoreFailure> {
         let tagging = Tagging::builder()
             .set_tag_set(Some(set))
             .build()
-            .map_err(|e| StoreFailure {
-                operation: "PutBucketTagging",
-                bucket: bucket.to_owned(),
-                kind: FailureKind::Request(e.to_string()),
-            })?;
+            .map_err(|e| request_failure(bucket, e.to_string()))?;
         self.client
             .put_bucket_tagging()
             .bucket(bucket)
@@ -266,6 +239,32 @@ impl Store {
             .await
             .map(drop)
             .map_err(|e| StoreFailure::from_sdk("PutBucketTagging", bucket, &e))
+    }
+
+    /// Tags the bucket as `owner`'s (with its reclaim policy, if given),
+    /// keeping its other tags. Not conditional: the intent already decided
+    /// that the bucket is this claim's, and the tag is read back.
+    pub(super) async fn put_owner_tag(
+        &self,
+        bucket: &str,
+        owner: &Owner<'_>,
+    ) -> Result<(), StoreFailure> {
+        let mut set: Vec<Tag> = self
+            .tags(bucket)
+            .await?
+            .into_iter()
+            .filter(|t| {
+                let recorded = [RECLAIM_TAG, CLAIM_KIND_TAG].contains(&t.key());
+                t.key() != OWNER_TAG && t.key() != CLAIM_TAG && (owner.sweep.is_none() || !recorded)
+            })
+            .collect();
+        set.push(tag(bucket, OWNER_TAG, owner.claim_uid)?);
+        set.push(tag(bucket, CLAIM_TAG, owner.claim)?);
+        if let Some(record) = owner.sweep {
+            set.push(tag(bucket, CLAIM_KIND_TAG, record.kind.as_str())?);
+            set.push(tag(bucket, RECLAIM_TAG, reclaim_tag_value(record.reclaim))?);
+        }
+        self.put_tags(bucket, set).await
     }
 
     /// Records `owner`'s intent to create `bucket`, unless it is recorded
@@ -354,6 +353,7 @@ impl Store {
         let us = Owner {
             claim_uid: STATE_BUCKET_MARKER,
             claim: "sample-provisioner state bucket",
+            sweep: None,
         };
         let unusable = |why: String| {
             ProvisionError::permanent(format!(
@@ -410,5 +410,39 @@ impl Store {
         }
         self.state.ready.store(true, Ordering::Release);
         Ok(())
+    }
+}
+
+/// The [`RECLAIM_TAG`] value of a policy.
+pub(super) fn reclaim_tag_value(policy: ReclaimPolicy) -> &'static str {
+    match policy {
+        ReclaimPolicy::Delete => "Delete",
+        ReclaimPolicy::Retain => "Retain",
+    }
+}
+
+/// A [`RECLAIM_TAG`] value; anything else is no record.
+pub(super) fn reclaim_from_tag(value: &str) -> Option<ReclaimPolicy> {
+    match value {
+        "Delete" => Some(ReclaimPolicy::Delete),
+        "Retain" => Some(ReclaimPolicy::Retain),
+        _ => None,
+    }
+}
+
+/// One tag of `bucket`'s set.
+pub(super) fn tag(bucket: &str, key: &str, value: &str) -> Result<Tag, StoreFailure> {
+    Tag::builder()
+        .key(key)
+        .value(value)
+        .build()
+        .map_err(|e| request_failure(bucket, e.to_string()))
+}
+
+fn request_failure(bucket: &str, why: String) -> StoreFailure {
+    StoreFailure {
+        operation: "PutBucketTagging",
+        bucket: bucket.to_owned(),
+        kind: FailureKind::Request(why),
     }
 }

@@ -295,7 +295,7 @@ pub fn denied(bucket: &str) -> ProvisionError {
 
 /// The permanent error for deleting a bucket that still holds objects,
 /// worded for an ObjectBucketClaim (its StorageClass); its source is
-/// [`BucketNotEmpty`], so a caller that knows the request came from COSI
+/// `BucketNotEmpty`, so a caller that knows the request came from COSI
 /// words it so ([`not_empty_cosi`]).
 pub fn not_empty(bucket: &str) -> ProvisionError {
     ProvisionError::permanent(format!(

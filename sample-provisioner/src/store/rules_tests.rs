@@ -8,6 +8,7 @@ const UID: &str = "uid-a";
 const OWNER: Owner<'static> = Owner {
     claim_uid: UID,
     claim: "ns/a",
+    sweep: None,
 };
 
 #[test]

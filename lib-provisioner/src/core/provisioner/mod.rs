@@ -182,7 +182,13 @@ pub trait Provisioner: Send + Sync + 'static {
     async fn delete(&self, req: &TeardownRequest) -> Result<(), ProvisionError>;
 
     /// Remove the claim's credentials and keep the bucket: brownfield
-    /// teardown, and greenfield teardown under reclaim policy Retain.
+    /// teardown, and greenfield teardown under reclaim policy Retain. COSI
+    /// calls it too (no credentials: a Bucket's keys belong to its
+    /// BucketAccesses) for a dynamic Bucket deleted under deletionPolicy
+    /// `Retain`, once per pass while that deletion is refused, with
+    /// `reclaim_policy` `Retain`: a provisioner that records the policy in
+    /// its store for [`inventory`](Self::inventory) records the change
+    /// there (the policy is mutable on ObjectBuckets and Buckets).
     async fn revoke(&self, req: &TeardownRequest) -> Result<(), ProvisionError>;
 
     /// Apply a Bound claim's changed `spec.additionalConfig` to its bucket

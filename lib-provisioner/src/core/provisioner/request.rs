@@ -312,6 +312,12 @@ impl TeardownRequest {
         self
     }
 
+    /// Sets the reclaim policy (by default `Delete`).
+    pub fn with_reclaim_policy(mut self, policy: ReclaimPolicy) -> Self {
+        self.reclaim_policy = policy;
+        self
+    }
+
     /// Records the bucket as provisioned for the claim, through ObjectBucket
     /// `name`.
     pub fn provisioned_as(mut self, object_bucket_name: impl Into<String>) -> Self {

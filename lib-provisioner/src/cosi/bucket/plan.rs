@@ -20,6 +20,9 @@ pub(crate) struct Observed {
     pub found: Option<BucketInfo>,
     /// Whether `delete` succeeded in this pass.
     pub deleted: bool,
+    /// Whether `revoke` under `Retain` (the bucket is kept) succeeded in
+    /// this pass.
+    pub kept: bool,
     /// Whether the claim the Bucket is bound to (by UID) is gone; read
     /// only when [`reads_claim`] says the plan needs it, else false.
     pub claim_gone: bool,
@@ -38,7 +41,23 @@ pub(crate) enum Step {
     MarkNotReady,
     /// `delete` of the bucket in the store.
     Delete,
+    /// `revoke` under `Retain`: the provisioner records that the bucket
+    /// it made is kept (so that its store sweep never deletes it).
+    Keep,
     RemoveFinalizer,
+}
+
+/// Whether the Bucket records the id of a bucket the driver found or made.
+fn recorded_id(b: &Bucket) -> bool {
+    b.status
+        .as_ref()
+        .and_then(|s| s.bucket_id.as_ref())
+        .is_some()
+}
+
+/// Whether the driver made the Bucket's bucket (dynamic, its id recorded).
+fn made_by_us(b: &Bucket) -> bool {
+    b.spec.existing_bucket_id.is_none() && recorded_id(b)
 }
 
 /// Whether this Bucket is this driver's.
@@ -136,6 +155,11 @@ fn deletion_step(o: &Observed) -> Next<Step> {
         return Next::Done;
     }
     if b.spec.deletion_policy == BucketDeletionPolicy::Retain {
+        // Once per pass: the policy may have been changed to Retain after
+        // the provisioner recorded Delete with the bucket it made.
+        if !o.kept && made_by_us(b) {
+            return Next::Step(Step::Keep);
+        }
         return Next::Refuse(format!(
             "Bucket {} has deletionPolicy Retain, so its bucket is kept: set deletionPolicy Delete to delete it, or remove the finalizer {FINALIZER} to leave it in the store",
             b.name_any()
@@ -157,11 +181,7 @@ fn deletion_step(o: &Observed) -> Next<Step> {
     }
     // A static Bucket never looked up has no bucket of ours; a dynamic one
     // may have one made before a crash kept its id from being recorded.
-    let found_static = b.spec.existing_bucket_id.is_none()
-        || b.status
-            .as_ref()
-            .and_then(|s| s.bucket_id.as_ref())
-            .is_some();
+    let found_static = b.spec.existing_bucket_id.is_none() || recorded_id(b);
     if !o.deleted && found_static {
         return Next::Step(Step::Delete);
     }

@@ -32,6 +32,7 @@ fn o(bucket: Bucket) -> Observed {
         bucket,
         found: None,
         deleted: false,
+        kept: false,
         claim_gone: false,
     }
 }
@@ -139,11 +140,44 @@ fn a_bucket_whose_claim_is_gone_is_deleted_by_its_policy() {
     let mut retain = orphan;
     retain.spec.deletion_policy = BucketDeletionPolicy::Retain;
     assert!(!super::plan::reads_claim(&retain));
+    let gone = Observed {
+        claim_gone: true,
+        ..o(retain.clone())
+    };
+    assert_eq!(next_step(&gone), Next::Step(Step::Keep));
     let kept = Observed {
         claim_gone: true,
+        kept: true,
         ..o(retain)
     };
     assert!(matches!(next_step(&kept), Next::Refuse(m) if m.contains("Retain")));
+}
+
+/// Issue 36, item 2: a Bucket kept under Retain first has the driver
+/// record that (once per pass), since its policy may have been Delete when
+/// the bucket was made and the store sweep reads only the store's record;
+/// a bucket the driver did not make (static, or never recorded) has
+/// nothing to record.
+#[test]
+fn a_kept_bucket_is_recorded_as_kept_once_per_pass_then_refused() {
+    let retain = |b: Bucket| {
+        let mut b = deleting(released(b));
+        b.spec.deletion_policy = BucketDeletionPolicy::Retain;
+        b
+    };
+    let made = retain(recorded(bucket(None, Some(UID))));
+    assert_eq!(next_step(&o(made.clone())), Next::Step(Step::Keep));
+    let after = Observed {
+        kept: true,
+        ..o(made)
+    };
+    assert!(matches!(next_step(&after), Next::Refuse(m) if m.contains("Retain")));
+    for not_made in [
+        retain(recorded(bucket(Some("shared"), None))),
+        retain(bucket(None, Some(UID))),
+    ] {
+        assert!(matches!(next_step(&o(not_made)), Next::Refuse(m) if m.contains("Retain")));
+    }
 }
 
 #[test]

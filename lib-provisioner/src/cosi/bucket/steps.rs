@@ -41,6 +41,8 @@ struct BucketPass {
     found: Option<BucketInfo>,
     /// Whether `delete` succeeded.
     deleted: bool,
+    /// Whether `revoke` under `Retain` succeeded.
+    kept: bool,
 }
 
 impl<P: Provisioner> Pass<P> for BucketPass {
@@ -63,6 +65,7 @@ impl<P: Provisioner> Pass<P> for BucketPass {
             bucket: current.clone(),
             found: self.found.clone(),
             deleted: self.deleted,
+            kept: self.kept,
             claim_gone,
         };
         pass::take(ctx, plan::next_step(&o), |step| {
@@ -108,6 +111,7 @@ impl BucketPass {
                 writes::patch_status(api, b, &patch, "mark the Bucket not ready").await?;
             }
             Step::Delete => return Ok(self.delete(ctx, b).await.err()),
+            Step::Keep => return Ok(self.keep(ctx, b).await.err()),
             Step::RemoveFinalizer => {
                 writes::remove_finalizer(api, b, "remove the Bucket's finalizer").await?
             }
@@ -168,6 +172,22 @@ impl BucketPass {
         result.map_err(provisioner_halt("the driver could not delete the bucket"))?;
         failpoint::hit("cosi-after-bucket-deleted");
         self.deleted = true;
+        Ok(())
+    }
+}
+
+impl BucketPass {
+    /// `revoke` with reclaim policy `Retain`: the bucket is kept, and the
+    /// provisioner records so where its store sweep reads it.
+    async fn keep<P: Provisioner>(&mut self, ctx: &CosiContext<P>, b: &Bucket) -> Result<(), Halt> {
+        let req = teardown(b).with_reclaim_policy(ReclaimPolicy::Retain);
+        let call = ctx.provisioner.revoke(&req);
+        ctx.call(&b.metadata, "revoke", call)
+            .await
+            .map_err(provisioner_halt(
+                "the driver could not record that the bucket is kept",
+            ))?;
+        self.kept = true;
         Ok(())
     }
 }
