@@ -28,7 +28,7 @@ use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use lib_provisioner::ControllerBuilder;
-use lib_provisioner::api::{ObjectBucketClaim, ObjectBucketClaimSpec};
+use lib_provisioner::api::{ObjectBucket, ObjectBucketClaim, ObjectBucketClaimSpec};
 use lib_provisioner::cosi::CosiOptions;
 use lib_provisioner::provisioner::MadeKind;
 use lib_provisioner::sweep::{Audit, Decision};
@@ -167,16 +167,21 @@ impl Swept {
         Ok(keys)
     }
 
-    /// An ObjectBucketClaim of a per-claim StorageClass on the same store,
-    /// Bound; its keys, once they write.
+    /// An ObjectBucketClaim of a per-claim StorageClass (reclaim policy
+    /// Delete) on the same store, Bound; its keys, once they write.
     async fn obc_claim(&self, name: &str) -> Result<AccessKeys> {
+        self.obc_claim_of(name, OBC_CLASS, "Delete").await
+    }
+
+    /// The same, of StorageClass `class` with reclaim policy `policy`.
+    async fn obc_claim_of(&self, name: &str, class: &str, policy: &str) -> Result<AccessKeys> {
         let c = self.client();
         let endpoint = self.suite.store.endpoint().trim_end_matches('/').to_owned();
         create_class(
             c,
-            OBC_CLASS,
+            class,
             PROVISIONER,
-            "Delete",
+            policy,
             [
                 ("endpoint", endpoint.as_str()),
                 ("adminSecretName", RUSTFS_ADMIN_SECRET),
@@ -185,7 +190,7 @@ impl Swept {
         )
         .await?;
         let spec = ObjectBucketClaimSpec {
-            storage_class_name: OBC_CLASS.into(),
+            storage_class_name: class.into(),
             generate_bucket_name: Some(name.into()),
             ..Default::default()
         };
@@ -241,6 +246,22 @@ impl Swept {
         self.pause().await;
         self.suite.store.stop().await;
     }
+}
+
+/// The reclaim policy `bucket`'s tags record, read with the root key.
+async fn reclaim_tag(t: &Swept, bucket: &str) -> Result<Option<String>> {
+    let tags = t
+        .suite
+        .root()
+        .get_bucket_tagging()
+        .bucket(bucket)
+        .send()
+        .await?;
+    Ok(tags
+        .tag_set()
+        .iter()
+        .find(|t| t.key() == sample_provisioner::store::RECLAIM_TAG)
+        .map(|t| t.value().to_owned()))
 }
 
 /// Whether the keys still write their bucket.
@@ -483,7 +504,9 @@ async fn the_audit_command_prints_the_orphan_before_the_sweep_removes_it_and_not
 /// data and all (the class sets forceDelete); a bucket of a Retain class
 /// stays, and so does one made under Delete whose Bucket an administrator
 /// switched to Retain before deleting it (the driver recorded that in the
-/// store when it refused the deletion). A live claim's bucket is untouched.
+/// store when it refused the deletion), and a Retain ObjectBucketClaim's
+/// bucket whose Released ObjectBucket was deleted. A live claim's bucket
+/// is untouched.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn orphaned_buckets_go_only_where_the_store_records_delete() -> Result<()> {
     let mut t = Swept::start("sweep-buckets", GRACE).await?;
@@ -510,6 +533,16 @@ async fn orphaned_buckets_go_only_where_the_store_records_delete() -> Result<()>
             buckets.insert(claim, bucket);
         }
         let ledger = t.obc_claim("ledger").await?;
+        // An ObjectBucketClaim of a Retain class, deleted: its ObjectBucket
+        // is Released and the store records that the bucket is kept.
+        let archive = t.obc_claim_of("archive", "s3-retain", "Retain").await?;
+        let claims = Api::<ObjectBucketClaim>::namespaced(c.clone(), NS);
+        claims.delete("archive", &DeleteParams::default()).await?;
+        obc_tests::recording::wait_gone(&claims, "archive", Duration::from_secs(30)).await?;
+        anyhow::ensure!(
+            reclaim_tag(&t, &archive.bucket).await?.as_deref() == Some("Retain"),
+            "a released bucket must record Retain"
+        );
 
         // An administrator switches one Bucket to Retain and deletes it:
         // the driver records that in the store, then refuses.
@@ -526,18 +559,7 @@ async fn orphaned_buckets_go_only_where_the_store_records_delete() -> Result<()>
             .await?;
         let refused = wait_error(&c, Kind::Bucket, NS, &switched, Duration::from_secs(30)).await?;
         anyhow::ensure!(refused.contains("Retain"), "refusal: {refused}");
-        let tags = t
-            .suite
-            .root()
-            .get_bucket_tagging()
-            .bucket(&switched)
-            .send()
-            .await?;
-        let reclaim = tags
-            .tag_set()
-            .iter()
-            .find(|t| t.key() == "objectbucket.io/reclaim-policy")
-            .map(|t| t.value().to_owned());
+        let reclaim = reclaim_tag(&t, &switched).await?;
         anyhow::ensure!(
             reclaim.as_deref() == Some("Retain"),
             "the store must record Retain for the switched bucket, not {reclaim:?}"
@@ -550,6 +572,9 @@ async fn orphaned_buckets_go_only_where_the_store_records_delete() -> Result<()>
             objects.push((Some(Kind::Bucket), bucket));
         }
         strip_and_delete(&c, &objects).await?;
+        Api::<ObjectBucket>::all(c.clone())
+            .delete(&format!("obc-{NS}-archive"), &DeleteParams::default())
+            .await?;
         let audit = t.audit().await?;
         let decision = |name: &str| {
             audit
@@ -563,7 +588,7 @@ async fn orphaned_buckets_go_only_where_the_store_records_delete() -> Result<()>
             matches!(decision(&buckets["doomed"]), Some(Decision::Waiting { .. })),
             "the Delete bucket waits out its grace:\n{audit}"
         );
-        for kept in [&buckets["kept"], &switched] {
+        for kept in [&buckets["kept"], &switched, &archive.bucket] {
             anyhow::ensure!(
                 decision(kept) == Some(Decision::ReportBucket),
                 "{kept} is only reported:\n{audit}"
@@ -598,6 +623,10 @@ async fn orphaned_buckets_go_only_where_the_store_records_delete() -> Result<()>
                 .await;
             anyhow::ensure!(data.is_ok(), "{kept} and its data must stay: {data:?}");
         }
+        anyhow::ensure!(
+            t.suite.buckets().await?.contains(&archive.bucket),
+            "the released bucket must stay"
+        );
         anyhow::ensure!(
             writes(&ledger).await,
             "a live claim's bucket must stay usable"
