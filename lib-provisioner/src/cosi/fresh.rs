@@ -3,8 +3,9 @@
 //!
 //! * A pass's **own object** in its first round: the cache's copy (the one
 //!   the event carried), unless this process wrote the object since the
-//!   cache last showed it ([`OwnWrites`]). After each step, and after a
-//!   conflict, it is read with a GET: the next plan must see the write.
+//!   cache last showed it ([`OwnWrites`]). After a step that wrote it,
+//!   the write's answer ([`crate::cosi::answer`]); after any other step,
+//!   and after a conflict, a GET: the next plan must see the write.
 //! * **Other objects** a plan looks at (a claim's Bucket, a Bucket's claim,
 //!   the classes): the cache's copy; a miss is confirmed with a GET, as a
 //!   cache may not have seen a create yet, and so is an object being

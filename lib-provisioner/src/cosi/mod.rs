@@ -28,6 +28,7 @@
 //! COSI gRPC driver behind upstream's own sidecar.
 
 mod access;
+mod answer;
 pub mod api;
 mod bucket;
 mod claim;

@@ -12,6 +12,7 @@ use kube::{Resource, ResourceExt};
 
 use crate::core::backoff::backoff_key;
 use crate::core::error::Error;
+use crate::cosi::answer;
 use crate::cosi::context::CosiContext;
 use crate::cosi::plan::Next;
 use crate::cosi::refusals::REFUSED_RETRY;
@@ -25,7 +26,7 @@ pub(crate) const RESYNC: Duration = Duration::from_secs(600);
 
 /// What one round of a pass did.
 pub(crate) enum Progress {
-    /// Took a step: read and plan again.
+    /// Took a step: plan again (on the step's answer, or a GET).
     Stepped,
     /// Nothing left to do.
     Done,
@@ -64,11 +65,18 @@ pub(crate) trait Pass<P>: Default {
 
 /// Reconciles `obj` with pass `T`, once the caches are ready. The first
 /// round plans on `obj`, the cache's copy, where it shows this process's
-/// writes; every later round on a GET ([`crate::cosi::fresh`]).
+/// writes; a round after a step that wrote the object on that write's
+/// answer ([`crate::cosi::answer`]); any other round on a GET
+/// ([`crate::cosi::fresh`]).
 pub(crate) async fn run<P, T: Pass<P>>(
     obj: &T::Object,
     ctx: &CosiContext<P>,
 ) -> Result<Action, Error> {
+    answer::scope(obj.uid(), rounds::<P, T>(obj, ctx)).await
+}
+
+/// [`run`]'s rounds.
+async fn rounds<P, T: Pass<P>>(obj: &T::Object, ctx: &CosiContext<P>) -> Result<Action, Error> {
     ctx.runtime.caches_ready().await;
     let api = T::api(ctx, obj)?;
     let (name, key) = (obj.name_any(), backoff_key(obj));
@@ -100,8 +108,12 @@ pub(crate) async fn run<P, T: Pass<P>>(
         }
         let progress = match pass.round(ctx, &api, &current).await {
             // Planned on an older copy (the cache's, or one another writer
-            // changed since): plan again on a fresh one.
-            Err(Error::Conflict { .. }) => Progress::Stepped,
+            // changed since): plan again on a GET's.
+            Err(Error::Conflict { .. }) => {
+                let _older = answer::take::<T::Object>();
+                doubt = true;
+                continue;
+            }
             Err(e) => {
                 settle(ctx, doubt, current.meta(), None);
                 return Err(e);
@@ -109,7 +121,10 @@ pub(crate) async fn run<P, T: Pass<P>>(
             Ok(progress) => progress,
         };
         match progress {
-            Progress::Stepped => doubt = true,
+            Progress::Stepped => {
+                doubt = true;
+                cached = answer::take();
+            }
             Progress::Done => {
                 settle(ctx, doubt, current.meta(), current.resource_version());
                 ctx.backoff.reset(&key);

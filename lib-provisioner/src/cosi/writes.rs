@@ -17,15 +17,22 @@ use tracing::debug;
 
 use crate::core::error::{Error, is_status};
 use crate::core::writes::{params, post_params};
+use crate::cosi::answer;
 use crate::cosi::api::FINALIZER;
 
 /// Bounds every COSI object type the writes take.
 pub(crate) trait Object:
-    Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + std::fmt::Debug
+    Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + std::fmt::Debug + Send + 'static
 {
 }
 impl<K> Object for K where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + std::fmt::Debug
+    K: Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + Serialize
+        + std::fmt::Debug
+        + Send
+        + 'static
 {
 }
 
@@ -191,7 +198,8 @@ enum Part {
     Status,
 }
 
-/// Every merge patch of the COSI controllers.
+/// Every merge patch of the COSI controllers; its answer is offered to
+/// the pass ([`answer::offer`]).
 async fn merge<K: Object>(
     api: &Api<K>,
     name: &str,
@@ -205,7 +213,7 @@ async fn merge<K: Object>(
         Part::Object => api.patch(name, &params, &patch).await,
         Part::Status => api.patch_status(name, &params, &patch).await,
     }
-    .map(|_| ())
+    .map(answer::offer)
     .map_err(Error::kube(action))
 }
 
