@@ -56,6 +56,19 @@ pub(crate) enum Step {
     FinishCleanup,
 }
 
+impl Step {
+    /// The access Secret the step writes, if it writes one.
+    pub(crate) fn secret(&self) -> Option<&str> {
+        match self {
+            Self::ReserveSecret(name)
+            | Self::WriteSecret(name)
+            | Self::DeleteSecret(name)
+            | Self::ReleaseSecret(name) => Some(name),
+            _ => None,
+        }
+    }
+}
+
 /// Whether `secret` is controlled by `access` (by UID).
 pub(crate) fn controlled_by(secret: &Secret, access: &BucketAccess) -> bool {
     let uid = access.uid();

@@ -35,6 +35,12 @@ pub(crate) struct Memory {
     grant: Option<AccessGrant>,
     written: BTreeSet<String>,
     revoked: bool,
+    /// The access Secrets as this pass last read them: a round reads again
+    /// only the ones a step wrote since (its write's answer is not kept),
+    /// and all of them after a failed step (a 409 among them). No watch
+    /// holds Secrets, so each read is a GET; a tenant's edit in between is
+    /// met by the next write's resourceVersion, as for the access itself.
+    secrets: BTreeMap<String, Option<Secret>>,
 }
 
 impl Memory {
@@ -52,10 +58,15 @@ pub(crate) async fn round<P: Provisioner>(
     memory: &mut Memory,
 ) -> Result<Progress, Error> {
     let o = observe(ctx, access.clone(), memory).await?;
-    pass::take(ctx, grant_plan::next_step(&o), |step| {
+    memory.secrets = o.secrets.iter().cloned().collect();
+    let progress = pass::take(ctx, grant_plan::next_step(&o), |step| {
         execute(ctx, api, &o, step, memory)
     })
-    .await
+    .await;
+    if !matches!(progress, Ok(Progress::Stepped | Progress::Done)) {
+        memory.secrets.clear();
+    }
+    progress
 }
 
 /// The accessed Buckets and the access Secrets, with what this pass
@@ -81,7 +92,10 @@ async fn observe<P>(
     let mut secrets = Vec::new();
     for entry in &access.spec.bucket_claims {
         let name = entry.access_secret_name.clone();
-        let secret = writes::get(&secrets_api, &name, "read an access Secret").await?;
+        let secret = match memory.secrets.get(&name) {
+            Some(known) => known.clone(),
+            None => writes::get(&secrets_api, &name, "read an access Secret").await?,
+        };
         secrets.push((name, secret));
     }
     let class = if may_grant(&access, &secrets, memory) {
@@ -126,6 +140,9 @@ async fn execute<P: Provisioner>(
 ) -> Result<Option<Halt>, Error> {
     let a = &o.access;
     let secrets = secrets(ctx, a);
+    if let Some(written) = step.secret() {
+        memory.secrets.remove(written);
+    }
     match step {
         Step::AddFinalizer => {
             writes::add_finalizer(api, a, "add the BucketAccess's finalizer").await?
