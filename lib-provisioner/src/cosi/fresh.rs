@@ -11,7 +11,8 @@
 //!   cache may not have seen a create yet, and so is an object being
 //!   deleted ([`read`]).
 //! * **Access Secrets** are not watched (a watch of every Secret would
-//!   cost more than the GET): always a GET.
+//!   cost more than the GET): a GET, once per pass and again only after a
+//!   step wrote the Secret or failed (the access pass's memory).
 //!
 //! A stale copy costs no safety: every write computed from a read carries
 //! that read's resourceVersion (a 409 re-reads with a GET), and every
