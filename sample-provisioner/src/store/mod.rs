@@ -53,7 +53,7 @@
 // them, so that no two depend on each other: `rules.rs` (the rules, no I/O),
 // `client.rs` (the type and the requests that need no record), `records.rs`
 // (the ownership records), `owned.rs` (creating and deleting a claim's
-// bucket), `tagged.rs` (the tags the sweep reads). This module only
+// bucket), `tagged.rs` (what the sweep does with the tags). This module only
 // re-exports.
 mod client;
 mod owned;
@@ -62,11 +62,11 @@ mod rules;
 mod tagged;
 
 pub use self::client::{DEFAULT_STATE_BUCKET, Store};
+pub use self::records::Tagged;
 pub use self::rules::{
     Basis, Creation, DeleteStep, Deletion, Found, Kept, ProvisionStep, Refusal, delete_step,
     denied, is_not_empty, not_empty, not_empty_cosi, not_ours, provision_step, reserved, unclaimed,
 };
-pub use self::tagged::Tagged;
 // Defined in `crate::ownership` because the intent ConfigMaps use them too;
 // this is their public path.
 pub use crate::ownership::{

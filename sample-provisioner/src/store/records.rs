@@ -14,7 +14,7 @@ use super::client::{Records, Store};
 use super::rules::{Found, claim_uid_in_record, not_ours};
 use crate::errors::{FailureKind, StoreFailure};
 use crate::ownership::{
-    CLAIM_KIND_TAG, CLAIM_TAG, OWNER_MARKER_KEY, OWNER_TAG, Owner, RECLAIM_TAG, Record,
+    CLAIM_KIND_TAG, CLAIM_TAG, ClaimKind, OWNER_MARKER_KEY, OWNER_TAG, Owner, RECLAIM_TAG, Record,
     STATE_BUCKET_MARKER, intent_key,
 };
 
@@ -201,12 +201,12 @@ impl Store {
 
     /// The claim UID in the bucket's [`OWNER_TAG`], if it has one.
     pub async fn owner_tag(&self, bucket: &str) -> Result<Option<String>, StoreFailure> {
-        Ok(self
-            .tags(bucket)
-            .await?
-            .into_iter()
-            .find(|t| t.key() == OWNER_TAG)
-            .map(|t| t.value().to_owned()))
+        Ok(self.tagged(bucket).await?.map(|t| t.owner_uid))
+    }
+
+    /// The bucket's ownership tags, if it has an owner tag.
+    pub async fn tagged(&self, bucket: &str) -> Result<Option<Tagged>, StoreFailure> {
+        Ok(Tagged::from_tags(&self.tags(bucket).await?))
     }
 
     /// The bucket's tags (none: empty).
@@ -410,6 +410,30 @@ impl Store {
         }
         self.state.ready.store(true, Ordering::Release);
         Ok(())
+    }
+}
+
+/// A bucket's ownership tags.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tagged {
+    /// The owner's UID ([`OWNER_TAG`]).
+    pub owner_uid: String,
+    /// The recorded reclaim policy ([`RECLAIM_TAG`]); none on buckets made
+    /// before it was recorded, or with a value this version cannot read.
+    pub reclaim: Option<ReclaimPolicy>,
+    /// The recorded claim API ([`CLAIM_KIND_TAG`]); none as above.
+    pub kind: Option<ClaimKind>,
+}
+
+impl Tagged {
+    /// Reads the tags; none without an owner tag.
+    pub fn from_tags(tags: &[Tag]) -> Option<Self> {
+        let value = |key: &str| tags.iter().find(|t| t.key() == key).map(Tag::value);
+        Some(Self {
+            owner_uid: value(OWNER_TAG)?.to_owned(),
+            reclaim: value(RECLAIM_TAG).and_then(reclaim_from_tag),
+            kind: value(CLAIM_KIND_TAG).and_then(ClaimKind::parse),
+        })
     }
 }
 

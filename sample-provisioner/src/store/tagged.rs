@@ -1,7 +1,6 @@
-//! What a bucket's tags tell the store sweep (tag ownership): whose bucket
-//! it is and which reclaim policy is recorded with it ([`Tagged`]); a
-//! teardown that keeps the bucket records `Retain` ([`Store::record_kept`]);
-//! and a bucket the sweep found without a live owner is deleted only when
+//! What the store sweep does with a bucket's tags (tag ownership), read
+//! as a [`Tagged`](super::Tagged) record: a teardown that keeps the bucket
+//! records `Retain` ([`Store::record_kept`]); and a bucket the sweep found without a live owner is deleted only when
 //! its tags, read again, still name that owner and `Delete`
 //! ([`Store::delete_orphan`]).
 //!
@@ -15,41 +14,12 @@ use lib_provisioner::provisioner::ReclaimPolicy;
 use tracing::info;
 
 use super::client::Store;
-use super::records::{reclaim_from_tag, reclaim_tag_value, tag};
+use super::records::{Tagged, reclaim_tag_value, tag};
 use super::rules::Deletion;
 use crate::errors::StoreFailure;
-use crate::ownership::{CLAIM_KIND_TAG, ClaimKind, OWNER_TAG, RECLAIM_TAG};
-
-/// A bucket's ownership tags.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Tagged {
-    /// The owner's UID ([`OWNER_TAG`]).
-    pub owner_uid: String,
-    /// The recorded reclaim policy ([`RECLAIM_TAG`]); none on buckets made
-    /// before it was recorded, or with a value this version cannot read.
-    pub reclaim: Option<ReclaimPolicy>,
-    /// The recorded claim API ([`CLAIM_KIND_TAG`]); none as above.
-    pub kind: Option<ClaimKind>,
-}
-
-impl Tagged {
-    /// Reads the tags; none without an owner tag.
-    pub fn from_tags(tags: &[Tag]) -> Option<Self> {
-        let value = |key: &str| tags.iter().find(|t| t.key() == key).map(Tag::value);
-        Some(Self {
-            owner_uid: value(OWNER_TAG)?.to_owned(),
-            reclaim: value(RECLAIM_TAG).and_then(reclaim_from_tag),
-            kind: value(CLAIM_KIND_TAG).and_then(ClaimKind::parse),
-        })
-    }
-}
+use crate::ownership::{OWNER_TAG, RECLAIM_TAG};
 
 impl Store {
-    /// The bucket's ownership tags, if it has an owner tag.
-    pub async fn tagged(&self, bucket: &str) -> Result<Option<Tagged>, StoreFailure> {
-        Ok(Tagged::from_tags(&self.tags(bucket).await?))
-    }
-
     /// Records `Retain` with a bucket a teardown keeps, if the bucket is
     /// tagged as `claim_uid`'s (another's bucket, or an untagged one, is
     /// left as it is); returns whether it was. Idempotent: a bucket that
@@ -118,6 +88,8 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ownership::{CLAIM_KIND_TAG, ClaimKind};
+    use crate::store::records::reclaim_from_tag;
 
     fn tags(pairs: &[(&str, &str)]) -> Vec<Tag> {
         pairs
