@@ -42,7 +42,9 @@ pub use crate::core::server::WATCHES_DEAD_LIMIT;
 pub use crate::obc::reconcile::status::{
     BOUND_CONDITION, CONFIG_APPLIED_CONDITION, CREDENTIALS_ROTATED_CONDITION,
 };
-pub use controller::{ControllerBuilder, DEFAULT_PROVISIONER_TIMEOUT, WatchScope};
+pub use controller::{
+    ControllerBuilder, DEFAULT_CONFIG_CHECK_INTERVAL, DEFAULT_PROVISIONER_TIMEOUT, WatchScope,
+};
 pub use error::{Error, RunError};
 pub use provisioner::{
     BucketAccess, BucketRequest, ClaimIdentity, Credentials, ProvisionError, Provisioner,

@@ -134,7 +134,9 @@
 
 pub mod access;
 pub mod access_mode;
+pub mod allow_list;
 pub mod bucket_info;
+pub mod config_check;
 mod defaults;
 pub mod endpoint;
 pub mod error;
@@ -151,7 +153,9 @@ use async_trait::async_trait;
 
 pub use access::{BucketAccess, Credentials};
 pub use access_mode::{AccessMode, UnknownAccessMode};
+pub use allow_list::ConfigAllowList;
 pub use bucket_info::{AddressingStyle, BucketInfo, StoreEndpoint};
+pub use config_check::ConfigCheck;
 pub use endpoint::Endpoint;
 pub use error::{BoxError, ErrorKind, ProvisionError};
 pub use grant::{AccessGrant, AccessRequest, AccessRevocation, AccessedBucket};
@@ -207,6 +211,25 @@ pub trait Provisioner: Send + Sync + 'static {
         Err(ProvisionError::unsupported(
             "this provisioner does not apply changes to spec.additionalConfig after the bucket is provisioned: restore the previous value, or create a new claim with the config you need",
         ))
+    }
+
+    /// Compare a Bound claim's bucket with the config recorded as applied
+    /// (`req.bucket.additional_config`, equal to `req.previous_config`) and
+    /// put back what someone changed on the store behind the claim's back.
+    /// The library calls it at most once per
+    /// [`ControllerBuilder::config_check_interval`](crate::ControllerBuilder::config_check_interval)
+    /// per claim, spread over that interval (never all at once after a
+    /// restart). Idempotent; it must never widen what the claim was given.
+    ///
+    /// [`ConfigCheck::Restored`] gives the claim a Warning Event naming what
+    /// was put back; an error shows `ConfigApplied=False` (reason
+    /// `ConfigDrifted`) and an Event with its message, and is retried with
+    /// backoff until a check passes.
+    ///
+    /// The default checks nothing.
+    async fn check_config(&self, req: &UpdateRequest) -> Result<ConfigCheck, ProvisionError> {
+        let _ = req;
+        Ok(ConfigCheck::NotChecked)
     }
 
     /// Issue new credentials for a Bound claim's bucket while the previous
@@ -358,6 +381,9 @@ macro_rules! forward {
             }
             async fn update(&self, req: &UpdateRequest) -> Result<(), ProvisionError> {
                 (**self).update(req).await
+            }
+            async fn check_config(&self, req: &UpdateRequest) -> Result<ConfigCheck, ProvisionError> {
+                (**self).check_config(req).await
             }
             async fn rotate(&self, req: &RotationRequest) -> Result<BucketAccess, ProvisionError> {
                 (**self).rotate(req).await

@@ -17,7 +17,7 @@ use super::read::{claim_key, fresh_claim, get_opt, refresh_claim};
 use super::steps::Flow;
 use crate::core::error::{Error, Result};
 use crate::core::provisioner::Provisioner;
-use crate::obc::api::{ObjectBucket, ObjectBucketClaim};
+use crate::obc::api::{ClaimPhase, ObjectBucket, ObjectBucketClaim};
 use crate::obc::writes;
 
 /// More steps than the longest valid sequence (a takeover that repairs
@@ -298,8 +298,18 @@ fn observed<P>(claim: ObjectBucketClaim, class: ClassState, ctx: &Context<P>) ->
             .unwrap_or_else(|p| p.into_inner())
             .contains(uid)
     });
+    // Asked only of Bound claims, so that the map holds no others.
+    let bound = claim.status.as_ref().and_then(|s| s.phase) == Some(ClaimPhase::Bound);
+    let config_check_due = bound
+        && claim.metadata.deletion_timestamp.is_none()
+        && claim
+            .metadata
+            .uid
+            .as_ref()
+            .is_some_and(|uid| ctx.config_checks.due(uid));
     Observed {
         bind_pruned,
+        config_check_due,
         name_records: ctx.name_records.is_some(),
         ..Observed::new(claim, class, ctx.label.clone())
     }

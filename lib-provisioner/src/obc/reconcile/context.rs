@@ -63,6 +63,8 @@ pub(crate) struct Context<P> {
     pub in_flight: InFlight,
     /// Children whose contents were verified, at which version.
     pub verified: drift::Verified,
+    /// When each Bound claim's bucket was last checked against its config.
+    pub config_checks: super::config_checks::ConfigChecks,
     /// Since when each claim's passes fail on a Kubernetes API error.
     pub api_errors: ApiErrors,
     /// The namespaces served; `None`: all.

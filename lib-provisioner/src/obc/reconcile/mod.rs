@@ -1,12 +1,14 @@
 //! The reconcilers: claims ([`claim`]) and ObjectBuckets ([`bucket`]), the
 //! pure state machine they follow ([`plan`]), and status ([`status`]);
 //! what they share ([`context`]) and remember across passes
-//! ([`superseded`], [`in_flight`], [`api_errors`], [`drift`]).
+//! ([`superseded`], [`in_flight`], [`api_errors`], [`drift`],
+//! [`config_checks`]).
 
 mod api_errors;
 pub(crate) mod bucket;
 pub(crate) mod bucket_names;
 pub(crate) mod claim;
+pub(crate) mod config_checks;
 pub(crate) mod context;
 pub(crate) mod drift;
 mod in_flight;

@@ -103,6 +103,8 @@ pub(crate) struct Observed {
     pub bind_pruned: bool,
     /// This provisioner's `bucket-provisioner` label value.
     pub label: String,
+    /// The bucket is due for a comparison with its applied config.
+    pub config_check_due: bool,
 }
 
 impl Observed {
@@ -129,6 +131,7 @@ impl Observed {
             name_released: false,
             bind_pruned: false,
             label,
+            config_check_due: false,
         }
     }
 }
@@ -448,6 +451,11 @@ fn binding_step(o: &Observed, ob: &ObjectBucket) -> Step {
     let refused = pending && config_refused(&o.claim);
     if pending && !refused {
         return Step::UpdateBucket;
+    }
+    // Only against a recorded config: a bucket bound by the Go library or
+    // an older version has none, and an empty one would ask to remove all.
+    if o.config_check_due && records::applied_config(ob).is_some() {
+        return Step::CheckConfig;
     }
     if !claim_status_is_bound(&o.claim, refused) {
         return Step::MarkClaimBound;

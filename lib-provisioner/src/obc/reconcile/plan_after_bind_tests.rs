@@ -582,3 +582,47 @@ fn a_claim_not_yet_bound_by_its_object_bucket_gets_a_new_claims_request() {
     }
     assert!(reissue_request(&o).is_none());
 }
+
+#[test]
+fn a_due_config_check_runs_after_a_pending_update_and_only_against_a_record() {
+    let mut o = bound_state();
+    record(&mut o, APPLIED_CONFIG_ANNOTATION, "{}");
+    o.config_check_due = true;
+    assert_eq!(next_step(&o), Step::CheckConfig);
+    // A changed spec is applied first; the check compares with what was.
+    let mut changed = with_config(o.clone(), "maxSize", "2Gi");
+    assert_eq!(next_step(&changed), Step::UpdateBucket);
+    record(
+        &mut changed,
+        APPLIED_CONFIG_ANNOTATION,
+        r#"{"maxSize":"2Gi"}"#,
+    );
+    assert_eq!(next_step(&changed), Step::CheckConfig);
+    // Bound by the Go library or an older version: no record, no check
+    // (an empty config would ask the provisioner to remove everything).
+    if let Some(ob) = o.ob.as_mut() {
+        ob.metadata.annotations = None;
+    }
+    assert_ne!(next_step(&o), Step::CheckConfig);
+}
+
+#[test]
+fn a_failed_config_check_keeps_the_claim_unsettled_until_one_passes() {
+    let mut o = bound_state();
+    record(&mut o, APPLIED_CONFIG_ANNOTATION, "{}");
+    let drifted = status::with_condition(
+        &o.claim,
+        o.claim.status.clone().unwrap_or_default(),
+        status::CONFIG_APPLIED_CONDITION,
+        false,
+        "ConfigDrifted",
+        "versioning was suspended on the store and could not be enabled",
+    );
+    o.claim.status = Some(drifted);
+    // Still due (the failed check recorded nothing): checked again first.
+    o.config_check_due = true;
+    assert_eq!(next_step(&o), Step::CheckConfig);
+    // Once a check passes, the condition is brought back to True.
+    o.config_check_due = false;
+    assert_eq!(next_step(&o), Step::MarkClaimBound);
+}

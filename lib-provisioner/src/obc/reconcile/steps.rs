@@ -76,6 +76,7 @@ pub(super) async fn execute<P: Provisioner>(
         Step::BindClaim => bind::bind_claim(o, ctx).await,
         Step::MarkObjectBucketBound => bind::mark_object_bucket_bound(o, ctx).await,
         Step::UpdateBucket => update::update_bucket(o, ctx).await,
+        Step::CheckConfig => update::check_config(o, ctx).await,
         Step::StartRotation { rotation, previous } => {
             rotation::start(rotation, previous, o, ctx).await
         }

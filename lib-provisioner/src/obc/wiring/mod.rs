@@ -28,6 +28,7 @@ use crate::core::runtime::Shared;
 use crate::core::sweep::SweepSource;
 use crate::obc::api::ObjectBucket;
 use crate::obc::metrics::ClaimPhases;
+use crate::obc::reconcile::config_checks::ConfigChecks;
 use crate::obc::reconcile::{ChildStores, Context};
 use crate::obc::sweep::CacheSource;
 
@@ -171,6 +172,7 @@ fn context<P: Provisioner>(
         in_flight: Default::default(),
         verified: Default::default(),
         api_errors: Default::default(),
+        config_checks: ConfigChecks::new(settings.config_check_interval),
         namespaces,
         name_records: settings.name_records,
     })

@@ -1,5 +1,6 @@
 //! What the builder tells the OBC family: whose classes, which namespaces,
-//! how often to resync, where bucket names are held.
+//! how often to resync and check buckets' config, where bucket names are
+//! held.
 
 use std::time::Duration;
 
@@ -31,6 +32,9 @@ pub(crate) struct Settings {
     pub scope: WatchScope,
     /// How often a bound claim is checked again without any change.
     pub resync: Duration,
+    /// How often a Bound claim's bucket is checked against its applied
+    /// config; zero: never.
+    pub config_check_interval: Duration,
     /// The namespace where greenfield bucket names are held; `None`: not
     /// arbitrated.
     pub name_records: Option<String>,

@@ -88,6 +88,10 @@ pub(crate) enum Step {
     /// Apply a Bound claim's changed `additionalConfig` (the provisioner's
     /// `update`), then record it as applied on the ObjectBucket.
     UpdateBucket,
+    /// Compare the bucket with the config recorded as applied (the
+    /// provisioner's `check_config`), putting back what was changed on the
+    /// store: due once per check interval.
+    CheckConfig,
     /// Set the claim's status to Bound, for the generation applied.
     MarkClaimBound,
     /// Call Delete (or Revoke) for a claim being deleted.
@@ -119,6 +123,7 @@ impl Step {
             | Step::PrepareClaim { .. }
             | Step::NameObjectBucket { .. }
             | Step::BindClaim
+            | Step::CheckConfig
             | Step::MarkClaimBound
             | Step::RemoveClaimFinalizer => true,
             Step::Ignore

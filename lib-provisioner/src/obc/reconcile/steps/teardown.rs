@@ -142,6 +142,9 @@ pub(super) async fn remove_claim_finalizer<P: Provisioner>(
     ctx: &Context<P>,
 ) -> Result<Flow> {
     writes::remove_claim_finalizer(&ctx.client, &o.claim).await?;
+    if let Some(uid) = &o.claim.metadata.uid {
+        ctx.config_checks.forget(uid);
+    }
     failpoint::hit("after-claim-finalizer-removed");
     Ok(Flow::Stop(Action::await_change()))
 }

@@ -1,5 +1,6 @@
 //! A Bound claim's changed `spec.additionalConfig`: the provisioner's
-//! `update`, then the config recorded as applied on the ObjectBucket.
+//! `update`, then the config recorded as applied on the ObjectBucket; and
+//! the periodic check that the bucket still holds it (`check_config`).
 //!
 //! The record is written after the store changed, so a crash in between
 //! calls `update` again with the same request (it is idempotent); a refusal
@@ -10,7 +11,7 @@ use tracing::info;
 
 use crate::core::error::{Error, Result};
 use crate::core::failpoint;
-use crate::core::provisioner::{BucketRequest, ErrorKind, Provisioner, UpdateRequest};
+use crate::core::provisioner::{BucketRequest, ConfigCheck, ErrorKind, Provisioner, UpdateRequest};
 use crate::obc::api::{APPLIED_CONFIG_ANNOTATION, ObjectBucket};
 use crate::obc::reconcile::plan::{Observed, records};
 use crate::obc::reconcile::read::claim_key;
@@ -79,6 +80,64 @@ pub(super) async fn update_bucket<P: Provisioner>(
             }
         }
     }
+}
+
+/// Asks the provisioner whether the bucket still holds the config recorded
+/// as applied, and shows what it put back or could not. Writes nothing when
+/// the bucket is as it should be.
+pub(super) async fn check_config<P: Provisioner>(
+    o: &mut Observed,
+    ctx: &Context<P>,
+) -> Result<Flow> {
+    let ob = o.ob.as_ref().ok_or(Error::MissingField("ObjectBucket"))?;
+    let request = check_request(o, ob);
+    let uid = o.claim.metadata.uid.clone().unwrap_or_default();
+    o.config_check_due = false;
+    match ctx
+        .runtime
+        .timed("check_config", ctx.provisioner.check_config(&request))
+        .await
+    {
+        Ok(found) => {
+            ctx.config_checks.checked(&uid);
+            if let ConfigCheck::Restored(what) = &found {
+                let what = what.join(", ");
+                info!(claim = %claim_key(&o.claim), restored = %what, "bucket settings changed on the store were put back");
+                let note = format!(
+                    "bucket {:?} no longer held what spec.additionalConfig asks ({what}), changed on the store outside the claim: put back",
+                    request.bucket.bucket_name
+                );
+                ctx.event(
+                    &o.claim,
+                    EventType::Warning,
+                    "ConfigRestored",
+                    "CheckConfig",
+                    note,
+                )
+                .await;
+            }
+            Ok(Flow::Continue)
+        }
+        Err(source) => {
+            let message = format!(
+                "bucket {:?} no longer holds what spec.additionalConfig asks and it could not be put back: {source}",
+                request.bucket.bucket_name
+            );
+            show_update_problem(o, ctx, "ConfigDrifted", &message).await?;
+            Err(Error::Provisioner {
+                operation: "check_config",
+                source,
+            })
+        }
+    }
+}
+
+/// The check compares with what was applied, which is the spec unless a
+/// change of it was refused.
+fn check_request(o: &Observed, ob: &ObjectBucket) -> UpdateRequest {
+    let mut request = update_request(o, ob);
+    request.bucket.additional_config = request.previous_config.clone();
+    request
 }
 
 fn update_request(o: &Observed, ob: &ObjectBucket) -> UpdateRequest {
