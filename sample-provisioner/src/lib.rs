@@ -3,6 +3,8 @@
 //!
 //! - [`access`]: credentials mode, access mode and quota options.
 //! - [`admin`]: a client for the MinIO admin API (users, policies, quotas).
+//! - [`bucket_config`]: versioning, lifecycle, bucket policy and object
+//!   lock, from a claim's `additionalConfig` and its class.
 //! - [`bucket_records`]: what a grant takes from its buckets' records (their
 //!   store, read-only).
 //! - [`params`]: the StorageClass parameters, parsed and checked.
@@ -22,6 +24,7 @@
 
 pub mod access;
 pub mod admin;
+pub mod bucket_config;
 pub mod bucket_records;
 pub mod credentials;
 pub mod errors;

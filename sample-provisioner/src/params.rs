@@ -12,6 +12,9 @@
 //!   credentialsMode: per-claim              # optional: see crate::access
 //!   accessMode: read-write                  # optional: see crate::access
 //!   ownership: tags                         # optional: tags, or marker (no tagging)
+//!   allowedConfig: maxSize,versioning       # optional: what claims may set
+//!   versioning: Enabled                     # optional defaults and bounds:
+//!                                           # see crate::bucket_config
 //! ```
 
 use std::collections::BTreeMap;
@@ -19,9 +22,11 @@ use std::fmt;
 
 use lib_provisioner::ProvisionError;
 use lib_provisioner::api::BROWNFIELD_BUCKET_PARAMETER;
+use lib_provisioner::provisioner::ConfigAllowList;
 use url::Url;
 
 use crate::access::{self, Access};
+use crate::bucket_config::{self, ClassConfig};
 
 /// The S3 endpoint URL.
 pub const ENDPOINT: &str = "endpoint";
@@ -38,7 +43,33 @@ pub const OWNERSHIP: &str = "ownership";
 /// Region used when the class names none.
 pub const DEFAULT_REGION: &str = "us-east-1";
 
-const KNOWN: [&str; 9] = [
+/// The `additionalConfig` keys a class without `allowedConfig` lets its
+/// claims set: those it served before it had an allow-list.
+pub const DEFAULT_ALLOWED_CONFIG: [&str; 3] =
+    [access::ACCESS_MODE, access::MAX_SIZE, access::MAX_OBJECTS];
+
+/// Every `additionalConfig` key this provisioner reads.
+pub const CLAIM_KEYS: [&str; 8] = [
+    access::ACCESS_MODE,
+    access::MAX_SIZE,
+    access::MAX_OBJECTS,
+    bucket_config::VERSIONING,
+    bucket_config::BUCKET_LIFECYCLE,
+    bucket_config::BUCKET_POLICY,
+    bucket_config::OBJECT_LOCK_MODE,
+    bucket_config::OBJECT_LOCK_DAYS,
+];
+
+const KNOWN: [&str; 18] = [
+    ConfigAllowList::PARAMETER,
+    bucket_config::CLASS_KEYS[0],
+    bucket_config::CLASS_KEYS[1],
+    bucket_config::CLASS_KEYS[2],
+    bucket_config::CLASS_KEYS[3],
+    bucket_config::CLASS_KEYS[4],
+    bucket_config::CLASS_KEYS[5],
+    bucket_config::CLASS_KEYS[6],
+    bucket_config::CLASS_KEYS[7],
     ENDPOINT,
     REGION,
     ADMIN_SECRET_NAME,
@@ -68,6 +99,10 @@ pub struct ClassParams {
     pub access: Access,
     /// Where the owner of a bucket is recorded.
     pub ownership: Ownership,
+    /// Which `additionalConfig` keys its claims may set.
+    pub allowed: ConfigAllowList,
+    /// Bucket settings it sets for every claim, and their bounds.
+    pub settings: ClassConfig,
 }
 
 /// Where the claim a bucket was created for is recorded (see
@@ -159,12 +194,16 @@ impl ClassParams {
         class: ClassName<'_>,
         parameters: &BTreeMap<String, String>,
     ) -> Result<Self, ProvisionError> {
-        parse(parameters)
+        let allowed = ConfigAllowList::from_parameters(class, parameters, &DEFAULT_ALLOWED_CONFIG)?;
+        parse(parameters, allowed)
             .map_err(|problem| ProvisionError::permanent(format!("{class}: {problem}")))
     }
 }
 
-fn parse(parameters: &BTreeMap<String, String>) -> Result<ClassParams, String> {
+fn parse(
+    parameters: &BTreeMap<String, String>,
+    allowed: ConfigAllowList,
+) -> Result<ClassParams, String> {
     check_keys(parameters)?;
     let endpoint = match parameters.get(ENDPOINT).map(|v| v.trim()) {
         None | Some("") => {
@@ -182,7 +221,30 @@ fn parse(parameters: &BTreeMap<String, String>) -> Result<ClassParams, String> {
         credentials_mode: access::credentials_mode(parameters)?,
         access: access::class_access(parameters)?,
         ownership: ownership(parameters)?,
+        allowed,
+        settings: settings(parameters)?,
     })
+}
+
+/// The class's bucket settings; none on a class that hands out an existing
+/// bucket, which other claims share and the provisioner never configures.
+fn settings(parameters: &BTreeMap<String, String>) -> Result<ClassConfig, String> {
+    let settings = ClassConfig::parse(parameters)?;
+    let brownfield = parameters
+        .get(BROWNFIELD_BUCKET_PARAMETER)
+        .is_some_and(|v| !v.trim().is_empty());
+    if brownfield && settings.has_defaults() {
+        return Err(format!(
+            "sets bucket settings ({}) and hands out an existing bucket ({BROWNFIELD_BUCKET_PARAMETER}), which this provisioner never configures: remove the settings, or remove {BROWNFIELD_BUCKET_PARAMETER} to create a bucket per claim",
+            bucket_config::SETTINGS
+                .iter()
+                .filter(|k| parameters.contains_key(**k))
+                .copied()
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    Ok(settings)
 }
 
 /// Refuses an empty class, inline credentials and unknown parameters.

@@ -55,6 +55,13 @@ fn minimal_class_gets_defaults() {
             credentials_mode: access::PER_CLAIM_MODE,
             access: Access::ReadWrite,
             ownership: Ownership::Tags,
+            allowed: ConfigAllowList::from_parameters(
+                "StorageClass \"s3\"",
+                &BTreeMap::new(),
+                &DEFAULT_ALLOWED_CONFIG
+            )
+            .expect("no list"),
+            settings: ClassConfig::default(),
         }
     );
 }
@@ -226,4 +233,25 @@ fn a_class_is_named_as_its_api_names_it() {
         e.to_string().starts_with("BucketAccessClass \"keys\": "),
         "{e}"
     );
+}
+
+#[test]
+fn bucket_settings_are_class_parameters_and_never_on_a_shared_bucket() {
+    let mut with = base();
+    with.push(("allowedConfig", "versioning, bucketLifecycle"));
+    with.push(("versioning", "Enabled"));
+    with.push(("lifecycleMaxDays", "90"));
+    let p = ClassParams::parse("s3", &params(&with)).expect("valid");
+    assert!(p.allowed.allows("versioning") && !p.allowed.allows("maxSize"));
+    assert!(p.settings.has_defaults());
+    with.push((BROWNFIELD_BUCKET_PARAMETER, "shared"));
+    let e = ClassParams::parse("s3", &params(&with)).expect_err("shared bucket");
+    assert!(
+        e.message().contains("versioning") && e.message().contains("never configures"),
+        "{e:?}"
+    );
+    let mut bad = base();
+    bad.push(("allowedConfig", "maxSize,,versioning"));
+    let e = ClassParams::parse("s3", &params(&bad)).expect_err("malformed");
+    assert!(e.message().contains("StorageClass \"s3\""), "{e:?}");
 }

@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::{Api, Client};
 use lib_provisioner::api::secret_keys::{ACCESS_KEY_ID, SECRET_ACCESS_KEY};
 use lib_provisioner::provisioner::{
-    AccessGrant, AccessRequest, AccessRevocation, BucketInfo, InventoryRequest, Made,
+    AccessGrant, AccessRequest, AccessRevocation, BucketInfo, ConfigCheck, InventoryRequest, Made,
     OrphanRemoval, ReclaimPolicy,
 };
 use lib_provisioner::{
@@ -23,13 +23,14 @@ use tracing::{debug, info};
 
 use crate::access::{Access, ClaimOptions};
 use crate::admin::{AdminClients, BucketQuota};
+use crate::bucket_config::{BucketConfig, SETTINGS};
 use crate::credentials::{
     CREDENTIALS_MODE_KEY, CredentialIssuer, CredentialRequest, PerClaimCredentials,
     SharedAdminCredentials, StoreAdmin,
 };
 use crate::intents::KubeIntents;
 use crate::ownership::{ClaimKind, Owner, SweepRecord};
-use crate::params::{ClassName, ClassParams, Ownership, SecretRef};
+use crate::params::{CLAIM_KEYS, ClassName, ClassParams, Ownership, SecretRef};
 use crate::store::{
     Creation, DEFAULT_STATE_BUCKET, Deletion, Store, is_not_empty, not_empty_cosi, reserved,
 };
@@ -37,6 +38,12 @@ use crate::store::{
 /// Where intent ConfigMaps go unless configured: the namespace `deploy/`
 /// installs the provisioner in.
 pub const DEFAULT_INTENT_NAMESPACE: &str = "obc-system";
+
+/// Crash points around a new bucket's settings, walked by the reliability
+/// suite (`OBC_FAILPOINTS`) with the credentials' points: the bucket made
+/// (owner tag, quota) and its settings not yet put; the settings put and
+/// the claim's user not yet made.
+pub const BUCKET_POINTS: &[&str] = &["before-bucket-settings", "after-bucket-settings"];
 
 /// Clients kept for reuse; past this many (rotated credentials, many
 /// classes) the cache starts over.
@@ -344,6 +351,7 @@ impl S3Provisioner {
         // Checked before anything is created: a bad option leaves nothing.
         let options =
             claim_options(&r, req, false).map_err(ProvisionError::with_nothing_created)?;
+        let settings = bucket_settings(&r, req).map_err(ProvisionError::with_nothing_created)?;
         let claim = format!("{}/{}", req.claim.namespace, req.claim.name);
         let owner = Owner {
             claim_uid: &req.claim.uid,
@@ -352,7 +360,12 @@ impl S3Provisioner {
         };
         // From here on a failure may follow CreateBucket: only the store's
         // refusals before it say that nothing was created.
-        let how = match r.store.create_owned(&req.bucket_name, &owner).await? {
+        let locked = settings.object_lock.is_some();
+        let how = match r
+            .store
+            .create_owned(&req.bucket_name, &owner, locked)
+            .await?
+        {
             Creation::Created => "created",
             Creation::Existing => "existed already",
             Creation::TakenOver(_) => "taken over after an interrupted creation",
@@ -361,6 +374,17 @@ impl S3Provisioner {
         // Set on every attempt: one that died after CreateBucket left none.
         if let Some(bytes) = options.max_size {
             self.set_quota(&r, req, bytes).await?;
+        }
+        // Put on every attempt, after the bucket and before the user: an
+        // attempt that died in between is completed by the next.
+        lib_provisioner::failpoint::hit_provisioner(BUCKET_POINTS[0]);
+        let changed = r
+            .store
+            .apply_settings(&req.bucket_name, &settings, None)
+            .await?;
+        lib_provisioner::failpoint::hit_provisioner(BUCKET_POINTS[1]);
+        if !changed.is_empty() {
+            info!(bucket = %req.bucket_name, changed = %changed.join(", "), "bucket settings are applied");
         }
         Ok((r, options))
     }
@@ -396,18 +420,46 @@ fn credential_request(req: &BucketRequest, access: Access) -> CredentialRequest<
     }
 }
 
-/// The claim's `additionalConfig` options, checked against its class.
+/// The claim's `additionalConfig` options, checked against its class (the
+/// allow-list first: a key the class does not allow is refused as such).
 fn claim_options(
     r: &Resolved,
     req: &BucketRequest,
     brownfield: bool,
 ) -> Result<ClaimOptions, ProvisionError> {
+    r.params
+        .allowed
+        .check(&req.additional_config, &CLAIM_KEYS)?;
+    let setting = SETTINGS
+        .iter()
+        .find(|k| req.additional_config.contains_key(**k));
+    if let (true, Some(key)) = (brownfield, setting) {
+        return Err(ProvisionError::permanent(format!(
+            "claim {}/{}: additionalConfig {key} applies to buckets created for a claim, but this StorageClass hands out its existing bucket (bucketName), which other claims share: remove {key}, or configure the bucket itself",
+            req.claim.namespace, req.claim.name
+        )));
+    }
     ClaimOptions::parse(&req.additional_config, r.params.access, brownfield).map_err(|why| {
         ProvisionError::permanent(format!(
             "claim {}/{}: {why}",
             req.claim.namespace, req.claim.name
         ))
     })
+}
+
+/// The bucket settings for `req`: its config over its class's defaults.
+fn bucket_settings(r: &Resolved, req: &BucketRequest) -> Result<BucketConfig, ProvisionError> {
+    r.params
+        .settings
+        .resolve(&req.additional_config, &req.bucket_name)
+        .map_err(|why| {
+            let who = if req.claim.namespace.is_empty() {
+                "the BucketClass's parameters".to_owned()
+            } else {
+                format!("claim {}/{}", req.claim.namespace, req.claim.name)
+            };
+            ProvisionError::permanent(format!("{who}: {why}"))
+        })
 }
 
 /// Reads the admin key pair from a Secret. Values are trimmed (a Secret made
@@ -555,9 +607,15 @@ impl Provisioner for S3Provisioner {
         self.revoke_previous_credentials(req).await
     }
 
-    /// Applies a changed `maxSize`; refuses a changed `accessMode`.
+    /// Applies a changed `maxSize` and bucket settings; refuses a changed
+    /// `accessMode`, versioning back to unset, and object lock.
     async fn update(&self, req: &UpdateRequest) -> Result<(), ProvisionError> {
         self.apply_update(req).await
+    }
+
+    /// Puts back bucket settings changed on the store behind the claim.
+    async fn check_config(&self, req: &UpdateRequest) -> Result<ConfigCheck, ProvisionError> {
+        self.check_settings(req).await
     }
 
     /// Provisioning without a user: the bucket and its ownership record.

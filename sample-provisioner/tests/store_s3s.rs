@@ -132,7 +132,7 @@ const B: Owner<'static> = Owner {
 };
 
 async fn create(s: &Store, bucket: &str, owner: &Owner<'_>) -> Result<Creation, ProvisionError> {
-    s.create_owned(bucket, owner).await
+    s.create_owned(bucket, owner, false).await
 }
 
 async fn delete(s: &Store, bucket: &str, uid: &str, force: bool) -> Deletion {
@@ -373,7 +373,10 @@ async fn unmarked_buckets_with_data_are_never_taken_over() {
         .await
         .expect("create");
     put(&raw, "foreign", "data.txt").await;
-    let e = s.create_owned("foreign", &A).await.expect_err("not ours");
+    let e = s
+        .create_owned("foreign", &A, false)
+        .await
+        .expect_err("not ours");
     assert!(
         e.to_string().contains("was not created for this claim"),
         "{e}"

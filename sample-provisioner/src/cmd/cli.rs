@@ -172,6 +172,15 @@ pub(crate) struct Cli {
     )]
     pub(super) sweep_interval_seconds: u64,
 
+    /// Seconds between two checks of a Bound claim's bucket settings (versioning, lifecycle, policy, object lock) against what its claim asks: what was changed on the store behind the claim is put back. Spread over the interval; 0: never.
+    #[arg(
+        long,
+        env = "OBC_CONFIG_CHECK_INTERVAL_SECONDS",
+        default_value_t = 3600,
+        value_name = "SECONDS"
+    )]
+    pub(super) config_check_interval_seconds: u64,
+
     /// Seconds a store user or policy may be without a live owner (and seen so in two sweeps) before the sweep removes it.
     #[arg(
         long,

@@ -46,7 +46,8 @@ pub(crate) async fn run(cli: Cli) -> Result<(), String> {
         .concurrency(cli.concurrency)
         // Greenfield bucket names are held by Leases in our own namespace.
         .bucket_name_records(cli.lease_namespace.clone())
-        .dead_watch_limit(Duration::from_secs(cli.dead_watch_limit_seconds));
+        .dead_watch_limit(Duration::from_secs(cli.dead_watch_limit_seconds))
+        .config_check_interval(Duration::from_secs(cli.config_check_interval_seconds));
     builder = sweep(builder, &cli);
     if cli.leader_elect {
         let election = LeaderElection::new(

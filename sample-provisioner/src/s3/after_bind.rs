@@ -1,13 +1,16 @@
 //! What [`S3Provisioner`] does for a Bound claim: a changed
-//! `additionalConfig` applied, credentials rotated.
+//! `additionalConfig` applied, its bucket settings checked, credentials
+//! rotated.
 
 use std::sync::Arc;
 
+use lib_provisioner::provisioner::ConfigCheck;
 use lib_provisioner::{BucketAccess, ProvisionError, Revocation, RotationRequest, UpdateRequest};
-use tracing::info;
+use tracing::{info, warn};
 
-use super::{Resolved, S3Provisioner, claim_options, credential_request};
+use super::{Resolved, S3Provisioner, bucket_settings, claim_options, credential_request};
 use crate::access::{Access, ClaimOptions};
+use crate::bucket_config::check_change;
 use crate::credentials::{CREDENTIALS_MODE_KEY, CredentialIssuer};
 use crate::params::ClassName;
 
@@ -43,9 +46,11 @@ impl S3Provisioner {
             .await
     }
 
-    /// Applies a changed `maxSize` (set, raised, lowered or removed); refuses
-    /// an `accessMode` change, which would need the claim's credentials to
-    /// be reissued. Checked in full before anything changes.
+    /// Applies a changed `maxSize` (set, raised, lowered or removed) and
+    /// bucket settings (replaced whole, removed with their key); refuses an
+    /// `accessMode` change, which would need the claim's credentials to be
+    /// reissued, versioning back to unset, and any object lock change.
+    /// Checked in full before anything changes.
     pub(super) async fn apply_update(&self, req: &UpdateRequest) -> Result<(), ProvisionError> {
         let b = &req.bucket;
         let r = self
@@ -66,12 +71,59 @@ impl S3Provisioner {
                 old.access.as_str()
             )));
         }
+        let settings = bucket_settings(&r, b)?;
+        let was = r
+            .params
+            .settings
+            .resolve(&req.previous_config, &b.bucket_name)
+            .unwrap_or_default();
+        check_change(&was, &settings).map_err(|why| {
+            ProvisionError::permanent(format!(
+                "claim {}/{}: additionalConfig {why}",
+                b.claim.namespace, b.claim.name
+            ))
+        })?;
         if new.max_size != old.max_size {
             // 0 clears the quota.
             self.set_quota(&r, b, new.max_size.unwrap_or(0)).await?;
             info!(bucket = %b.bucket_name, max_size = ?new.max_size, "bucket quota is updated");
         }
+        let changed = r
+            .store
+            .apply_settings(&b.bucket_name, &settings, Some(&was))
+            .await?;
+        if !changed.is_empty() {
+            info!(bucket = %b.bucket_name, changed = %changed.join(", "), "bucket settings are updated");
+        }
         Ok(())
+    }
+
+    /// Compares the bucket's settings with the applied config and puts back
+    /// what differs. Settings the config does not manage are not looked at;
+    /// nor is `maxSize` (the quota API's answer is the store's).
+    pub(super) async fn check_settings(
+        &self,
+        req: &UpdateRequest,
+    ) -> Result<ConfigCheck, ProvisionError> {
+        let b = &req.bucket;
+        let r = self
+            .resolve(ClassName::Bucket(&b.storage_class_name), &b.parameters)
+            .await?;
+        let settings = bucket_settings(&r, b)?;
+        if settings.is_empty() {
+            return Ok(ConfigCheck::NotChecked);
+        }
+        let restored = r
+            .store
+            .apply_settings(&b.bucket_name, &settings, Some(&settings))
+            .await?;
+        if restored.is_empty() {
+            return Ok(ConfigCheck::InPlace);
+        }
+        warn!(bucket = %b.bucket_name, restored = %restored.join(", "), "bucket settings changed on the store were put back");
+        Ok(ConfigCheck::Restored(
+            restored.into_iter().map(str::to_owned).collect(),
+        ))
     }
 
     /// The class (as recorded at bind), the issuer of the claim's

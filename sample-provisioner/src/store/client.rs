@@ -162,9 +162,17 @@ impl Store {
             .all(|o| o.key() == Some(OWNER_MARKER_KEY)))
     }
 
-    /// CreateBucket in this store's region. `Ok(false)`: it exists already.
-    pub(super) async fn create_bucket(&self, bucket: &str) -> Result<bool, ProvisionError> {
+    /// CreateBucket in this store's region, with object lock enabled if
+    /// asked (which only creation can do). `Ok(false)`: it exists already.
+    pub(super) async fn create_bucket(
+        &self,
+        bucket: &str,
+        object_lock: bool,
+    ) -> Result<bool, ProvisionError> {
         let mut create = self.client.create_bucket().bucket(bucket);
+        if object_lock {
+            create = create.object_lock_enabled_for_bucket(true);
+        }
         if self.region != DEFAULT_REGION {
             create = create.create_bucket_configuration(
                 CreateBucketConfiguration::builder()

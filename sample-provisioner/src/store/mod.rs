@@ -52,14 +52,18 @@
 // `Store`'s methods are spread over files that each use only the ones before
 // them, so that no two depend on each other: `rules.rs` (the rules, no I/O),
 // `client.rs` (the type and the requests that need no record), `records.rs`
-// (the ownership records), `owned.rs` (creating and deleting a claim's
-// bucket), `tagged.rs` (what the sweep does with the tags). This module only
+// (the ownership records), `versions.rs` (deleting a versioned bucket's
+// versions), `owned.rs` (creating and deleting a claim's bucket),
+// `settings.rs` (versioning, lifecycle, policy, object lock), `tagged.rs`
+// (what the sweep does with the tags). This module only
 // re-exports.
 mod client;
 mod owned;
 mod records;
 mod rules;
+mod settings;
 mod tagged;
+mod versions;
 
 pub use self::client::{DEFAULT_STATE_BUCKET, Store};
 pub use self::records::Tagged;

@@ -18,7 +18,8 @@ use crate::params::FORCE_DELETE;
 const PAGE: i32 = 1000;
 
 impl Store {
-    /// Creates `bucket` for `owner`, or confirms that it already was.
+    /// Creates `bucket` for `owner` (with object lock enabled if asked), or
+    /// confirms that it already was.
     ///
     /// Errors: permanent when the bucket is not the claim's ([`Refusal`](super::Refusal))
     /// or is the state bucket; retryable while another claim's creation of
@@ -29,6 +30,7 @@ impl Store {
         &self,
         bucket: &str,
         owner: &Owner<'_>,
+        object_lock: bool,
     ) -> Result<Creation, ProvisionError> {
         if !self.uses_tags() {
             if bucket == self.state.name {
@@ -42,7 +44,7 @@ impl Store {
             .map_err(StoreFailure::into_provision_error)?;
         let intent_ours = if found == Found::Absent {
             self.record_intent(bucket, owner).await?;
-            match self.create_bucket(bucket).await {
+            match self.create_bucket(bucket, object_lock).await {
                 Ok(true) => {
                     let marked = self.mark(bucket, owner).await.map(|()| Creation::Created);
                     return self.settle_intent(bucket, marked, false).await;
@@ -266,9 +268,11 @@ impl Store {
 
     /// DeleteBucket, removing the marker first if the store insists on an
     /// empty bucket. The marker stays until the last moment, so that an
-    /// interrupted deletion still knows whose bucket it is.
+    /// interrupted deletion still knows whose bucket it is. A bucket that
+    /// kept versions has them (and its delete markers) deleted first with
+    /// `force`, and is "not empty" without.
     async fn delete_bucket(&self, bucket: &str, force: bool) -> Result<(), ProvisionError> {
-        let mut marker_removed = false;
+        let (mut marker_removed, mut versions_purged) = (false, false);
         loop {
             let err = match self.client.delete_bucket().bucket(bucket).send().await {
                 Ok(_) => return Ok(()),
@@ -293,6 +297,16 @@ impl Store {
                 } else {
                     not_empty(bucket)
                 });
+            }
+            if marker_removed && !versions_purged {
+                // No current object and no marker, yet not empty: versions
+                // or delete markers (ListObjectsV2 shows neither).
+                if !force {
+                    return Err(not_empty(bucket));
+                }
+                self.purge_versions(bucket).await?;
+                versions_purged = true;
+                continue;
             }
             if marker_removed {
                 warn!(

@@ -383,7 +383,7 @@ impl Store {
             }
             found @ (Found::Absent | Found::Unmarked { empty: true }) => {
                 if found == Found::Absent {
-                    self.create_bucket(name).await?;
+                    self.create_bucket(name, false).await?;
                 }
                 self.put_record(name, OWNER_MARKER_KEY, &us)
                     .await
