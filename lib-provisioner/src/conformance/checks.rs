@@ -50,7 +50,7 @@ pub(crate) fn look_alikes(run_prefix: &str, bucket: &str) -> [String; 2] {
     [format!("{bucket}x"), format!("{run_prefix}z{rest}")]
 }
 
-fn probe_failed<T>(what: &str, e: ProbeError) -> Step<T> {
+pub(crate) fn probe_failed<T>(what: &str, e: ProbeError) -> Step<T> {
     fail(format!(
         "the probe could not {what}: {e} (the kit cannot tell whether the provisioner met the rule)"
     ))

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use rand::Rng;
 
-use super::StoreProbe;
+use super::{SettingsCases, StoreProbe};
 use crate::core::provisioner::{
     BucketAccess, BucketRequest, ClaimIdentity, Provisioner, TeardownRequest,
 };
@@ -99,6 +99,7 @@ pub(crate) struct Settings {
     pub(crate) parameters: BTreeMap<String, String>,
     pub(crate) read_only: Option<BTreeMap<String, String>>,
     pub(crate) update: Option<BTreeMap<String, String>>,
+    pub(crate) bucket_settings: Option<SettingsCases>,
     pub(crate) shared_credentials: bool,
     pub(crate) call_timeout: Duration,
     pub(crate) attempts: u32,

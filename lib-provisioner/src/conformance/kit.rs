@@ -8,7 +8,7 @@ use tokio::time::Instant;
 
 use super::ctx::{Cleanup, Ctx, Log, Settings, Stop};
 use super::report::{Outcome, Report, ScenarioReport};
-use super::{Scenario, StoreProbe, scenarios};
+use super::{Scenario, SettingsCases, StoreProbe, scenarios};
 use crate::controller::DEFAULT_PROVISIONER_TIMEOUT;
 use crate::core::provisioner::Provisioner;
 
@@ -35,6 +35,7 @@ impl Kit {
                 parameters: BTreeMap::new(),
                 read_only: None,
                 update: None,
+                bucket_settings: None,
                 shared_credentials: false,
                 call_timeout: DEFAULT_PROVISIONER_TIMEOUT,
                 attempts: 5,
@@ -78,6 +79,47 @@ impl Kit {
     /// twice. Without it, that scenario does not apply.
     pub fn update_config(mut self, config: BTreeMap<String, String>) -> Self {
         self.settings.update = Some(config);
+        self
+    }
+
+    /// The bucket settings your provisioner serves through
+    /// `additionalConfig`, and what the store holds with them:
+    /// `settings.applied` provisions a claim with
+    /// [`provision`](SettingsCases::provision), reads the bucket's settings
+    /// back ([`StoreProbe::bucket_settings`]) after it, its retry and a
+    /// re-issue of credentials, then after an update to
+    /// [`update`](SettingsCases::update) and its repeat. Without it (or
+    /// with a probe that cannot read settings), that scenario is not
+    /// exercised. A class that allows `additionalConfig` keys by name
+    /// must allow these ([`parameters`](Self::parameters)).
+    ///
+    /// ```no_run
+    /// use std::collections::BTreeMap;
+    /// use lib_provisioner::conformance::{Expect, ExpectedSettings, Kit, SettingsCases};
+    /// # fn demo(kit: Kit) -> Kit {
+    /// let config = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+    ///     pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+    /// };
+    /// let policy = r#"{"Statement":[{"Effect":"Deny","Principal":"*","Action":"s3:DeleteObject","Resource":"arn:aws:s3:::${bucket}/keep/*"}]}"#;
+    /// kit.bucket_settings(SettingsCases {
+    ///     provision: config(&[("versioning", "Enabled"), ("bucketPolicy", policy)]),
+    ///     after_provision: ExpectedSettings {
+    ///         versioning: Expect::Is("Enabled".into()),
+    ///         policy: Expect::Is(vec!["${bucket}/keep/".into()]),
+    ///         ..Default::default()
+    ///     },
+    ///     // The policy's key removed: the update removes the policy.
+    ///     update: config(&[("versioning", "Suspended")]),
+    ///     after_update: ExpectedSettings {
+    ///         versioning: Expect::Is("Suspended".into()),
+    ///         policy: Expect::Absent,
+    ///         ..Default::default()
+    ///     },
+    /// })
+    /// # }
+    /// ```
+    pub fn bucket_settings(mut self, cases: SettingsCases) -> Self {
+        self.settings.bucket_settings = Some(cases);
         self
     }
 

@@ -29,6 +29,12 @@
 //! the provisioner and the store answered, and the [`Rule`] it checks with
 //! a link to its section of `docs/provisioner-guide.md`.
 //!
+//! A provisioner serving bucket settings through `additionalConfig`
+//! (versioning, lifecycle rules, a bucket policy, object lock) gives the
+//! kit [`SettingsCases`] ([`Kit::bucket_settings`]): `settings.applied`
+//! reads them back from the store ([`StoreProbe::bucket_settings`]) after
+//! provisioning, its retry, a re-issue, an update and its repeat.
+//!
 //! Every name is unique to the run (buckets `kit<run>-…`, claims in
 //! namespace `kit-<run>` with fresh UIDs), and each scenario cleans up, so
 //! a store can be reused; it should not be changed by anyone else during
@@ -61,6 +67,7 @@ mod rule;
 mod s3;
 mod scenario;
 mod scenarios;
+mod settings;
 
 pub use kit::Kit;
 pub use probe::{Answer, Op, ProbeError, StoreProbe};
@@ -69,3 +76,4 @@ pub use rule::Rule;
 #[cfg(feature = "conformance-s3")]
 pub use s3::{ConfigReader, PrincipalLister, S3Probe};
 pub use scenario::Scenario;
+pub use settings::{BucketSetting, Expect, ExpectedSettings, SettingsCases, StoreSettings};

@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 
 use async_trait::async_trait;
 
+use super::StoreSettings;
 use crate::core::provisioner::{BucketAccess, Made};
 
 /// What a probe tries with a claim's credentials.
@@ -195,6 +196,35 @@ pub trait StoreProbe: Send + Sync + 'static {
         config: &std::collections::BTreeMap<String, String>,
     ) -> Result<Option<bool>, ProbeError> {
         let _ = (bucket, config);
+        Ok(None)
+    }
+
+    /// The settings `bucket` holds on the store (versioning, lifecycle
+    /// rules, policy, object lock), read back as the administrator, for
+    /// the `settings.applied` scenario. A setting the store cannot read at
+    /// all goes in [`StoreSettings::unreadable`]; `Ok(None)`: this probe
+    /// cannot read settings (the default), and that scenario is not
+    /// exercised.
+    ///
+    /// ```
+    /// # use std::collections::BTreeSet;
+    /// # use lib_provisioner::conformance::{BucketSetting, ProbeError, StoreSettings};
+    /// # struct Admin;
+    /// # impl Admin { fn versioning(&self, _: &str) -> Option<String> { None } }
+    /// # struct MyProbe { admin: Admin }
+    /// # impl MyProbe {
+    /// async fn bucket_settings(&self, bucket: &str) -> Result<Option<StoreSettings>, ProbeError> {
+    ///     Ok(Some(StoreSettings {
+    ///         versioning: self.admin.versioning(bucket),
+    ///         // What this store's API cannot tell.
+    ///         unreadable: BTreeSet::from([BucketSetting::Policy, BucketSetting::ObjectLock]),
+    ///         ..Default::default()
+    ///     }))
+    /// }
+    /// # }
+    /// ```
+    async fn bucket_settings(&self, bucket: &str) -> Result<Option<StoreSettings>, ProbeError> {
+        let _ = bucket;
         Ok(None)
     }
 }

@@ -32,6 +32,10 @@ pub enum Rule {
     /// Teardown leaves nothing: no bucket under Delete, no working
     /// credentials under Retain.
     Teardown,
+    /// Bucket settings a claim asks for are on the store after every
+    /// provisioning attempt, follow its updates, and are left alone by a
+    /// re-issue.
+    BucketSettings,
 }
 
 impl Rule {
@@ -56,6 +60,9 @@ impl Rule {
             Self::Teardown => {
                 "delete removes the bucket and the claim's credentials; revoke removes the credentials and keeps the bucket"
             }
+            Self::BucketSettings => {
+                "the bucket settings a claim's additionalConfig asks for are on the store after provisioning and every retry of it, an update replaces or removes them (idempotently: a repeat changes nothing), and a re-issue of credentials never touches them"
+            }
         }
     }
 
@@ -68,6 +75,7 @@ impl Rule {
             Self::Ownership => "refuse-what-is-not-the-claims",
             Self::Scope => "credentials-reach-only-the-claims-bucket",
             Self::Teardown => "teardown-leaves-nothing",
+            Self::BucketSettings => "bucket-settings-follow-the-claim",
         }
     }
 

@@ -7,6 +7,11 @@
 //! (`BucketAccess::endpoint`, with the administrator endpoint's scheme):
 //! an endpoint that does not reach the store fails the scenario.
 //!
+//! A bucket's settings are read with GetBucketVersioning,
+//! GetBucketLifecycleConfiguration, GetBucketPolicy and
+//! GetObjectLockConfiguration; a store answering one of them
+//! `NotImplemented` has that setting reported unreadable.
+//!
 //! What S3 cannot say (users, keys and policies; a bucket's quota) comes
 //! from an optional [`PrincipalLister`] and [`ConfigReader`]: without them
 //! the report says "not verified".
@@ -24,7 +29,7 @@ use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart};
 
-use super::{Answer, Op, ProbeError, StoreProbe};
+use super::{Answer, BucketSetting, Op, ProbeError, StoreProbe, StoreSettings};
 use crate::core::provisioner::{BucketAccess, Credentials, Made};
 
 /// Lists the principals and policies of the store (an admin API's users
@@ -308,6 +313,135 @@ impl S3Probe {
     }
 }
 
+/// What the store answered to reading one setting of a bucket.
+enum Held<T> {
+    /// The setting, as the store returned it.
+    Answer(T),
+    /// The store says the bucket has none of it.
+    Nothing,
+    /// The store does not implement reading it.
+    Unreadable,
+}
+
+/// `result` as a [`Held`]: the error codes in `nothing` mean the bucket
+/// has none of the setting; `NotImplemented` (or HTTP 501) that the store
+/// cannot read it.
+fn held<T, E>(
+    what: &str,
+    result: Result<T, SdkError<E, HttpResponse>>,
+    nothing: &[&str],
+) -> Result<Held<T>, ProbeError>
+where
+    E: ProvideErrorMetadata + std::fmt::Debug,
+{
+    match result {
+        Ok(out) => Ok(Held::Answer(out)),
+        Err(e) => {
+            let (code, status) = code(&e);
+            if nothing.contains(&code.as_str()) {
+                Ok(Held::Nothing)
+            } else if code == "NotImplemented" || status == 501 {
+                Ok(Held::Unreadable)
+            } else {
+                Err(failed(what, e))
+            }
+        }
+    }
+}
+
+impl S3Probe {
+    /// Reads `bucket`'s settings as the administrator.
+    async fn settings(&self, bucket: &str) -> Result<StoreSettings, ProbeError> {
+        let mut s = StoreSettings::default();
+        let versioning = self
+            .admin
+            .get_bucket_versioning()
+            .bucket(bucket)
+            .send()
+            .await;
+        match held("GetBucketVersioning", versioning, &[])? {
+            // A bucket never versioned answers without a status (some
+            // stores: an empty one).
+            Held::Answer(out) => {
+                s.versioning = out
+                    .status()
+                    .map(|v| v.as_str().to_owned())
+                    .filter(|v| !v.is_empty());
+            }
+            Held::Nothing => {}
+            Held::Unreadable => {
+                s.unreadable.insert(BucketSetting::Versioning);
+            }
+        }
+        let lifecycle = self
+            .admin
+            .get_bucket_lifecycle_configuration()
+            .bucket(bucket)
+            .send()
+            .await;
+        match held(
+            "GetBucketLifecycleConfiguration",
+            lifecycle,
+            &["NoSuchLifecycleConfiguration"],
+        )? {
+            Held::Answer(out) => {
+                s.lifecycle_rules = out
+                    .rules()
+                    .iter()
+                    .map(|r| r.id().unwrap_or_default().to_owned())
+                    .collect();
+            }
+            Held::Nothing => {}
+            Held::Unreadable => {
+                s.unreadable.insert(BucketSetting::LifecycleRules);
+            }
+        }
+        let policy = self.admin.get_bucket_policy().bucket(bucket).send().await;
+        match held("GetBucketPolicy", policy, &["NoSuchBucketPolicy"])? {
+            // An empty document is no policy (a store's answer after a
+            // DeleteBucketPolicy).
+            Held::Answer(out) => {
+                s.policy = out
+                    .policy()
+                    .filter(|p| !p.trim().is_empty())
+                    .map(str::to_owned);
+            }
+            Held::Nothing => {}
+            Held::Unreadable => {
+                s.unreadable.insert(BucketSetting::Policy);
+            }
+        }
+        let lock = self
+            .admin
+            .get_object_lock_configuration()
+            .bucket(bucket)
+            .send()
+            .await;
+        // The second code is what some MinIO-compatible stores answer.
+        let none = [
+            "ObjectLockConfigurationNotFoundError",
+            "ObjectLockConfigurationNotFound",
+        ];
+        match held("GetObjectLockConfiguration", lock, &none)? {
+            Held::Answer(out) => {
+                let retention = out
+                    .object_lock_configuration()
+                    .and_then(|c| c.rule())
+                    .and_then(|r| r.default_retention());
+                s.object_lock = retention.and_then(|r| {
+                    let mode = r.mode()?.as_str().to_owned();
+                    Some((mode, r.days()?))
+                });
+            }
+            Held::Nothing => {}
+            Held::Unreadable => {
+                s.unreadable.insert(BucketSetting::ObjectLock);
+            }
+        }
+        Ok(s)
+    }
+}
+
 impl S3Probe {
     /// One try of `op` on `bucket` with the claim's client `c`.
     async fn try_once(
@@ -470,5 +604,9 @@ impl StoreProbe for S3Probe {
             Some(reader) => reader.applied(bucket, config).await,
             None => Ok(None),
         }
+    }
+
+    async fn bucket_settings(&self, bucket: &str) -> Result<Option<StoreSettings>, ProbeError> {
+        self.settings(bucket).await.map(Some)
     }
 }

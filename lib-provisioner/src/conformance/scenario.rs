@@ -61,11 +61,14 @@ pub enum Scenario {
     TeardownDeleteWithData,
     /// `revoke` under Retain of a bucket holding data: bucket and data stay.
     TeardownRetainWithData,
+    /// Bucket settings read back after provision, its retry, a re-issue,
+    /// an update and its repeat.
+    SettingsApplied,
 }
 
 impl Scenario {
     /// Every scenario, in the order the kit runs them.
-    pub const ALL: [Scenario; 22] = [
+    pub const ALL: [Scenario; 23] = [
         Self::ProvisionRepeat,
         Self::ProvisionAbandoned,
         Self::GrantRepeat,
@@ -88,6 +91,7 @@ impl Scenario {
         Self::GrantSharedBucket,
         Self::TeardownDeleteWithData,
         Self::TeardownRetainWithData,
+        Self::SettingsApplied,
     ];
 
     /// The stable name, `<method or theme>.<case>`.
@@ -115,6 +119,7 @@ impl Scenario {
             Self::GrantSharedBucket => "grant.shared-bucket",
             Self::TeardownDeleteWithData => "teardown.delete-with-data",
             Self::TeardownRetainWithData => "teardown.retain-with-data",
+            Self::SettingsApplied => "settings.applied",
         }
     }
 
@@ -147,6 +152,7 @@ impl Scenario {
             | Self::TeardownRetain
             | Self::TeardownDeleteWithData
             | Self::TeardownRetainWithData => Rule::Teardown,
+            Self::SettingsApplied => Rule::BucketSettings,
         }
     }
 
@@ -204,6 +210,9 @@ impl Scenario {
             }
             Self::TeardownRetainWithData => {
                 "provision under Retain, put data in the bucket, revoke: bucket and data stay, the credentials stop working"
+            }
+            Self::SettingsApplied => {
+                "provision with bucket settings, provision again, re-issue credentials, update them (changed, removed), update again: the store holds what each step asks for"
             }
         }
     }

@@ -55,6 +55,10 @@ pub enum Flaw {
     PolicyWildcard,
     /// Update answers Ok and applies nothing.
     UpdateDoesNothing,
+    /// Update applies the claim's new config as if nothing had been
+    /// applied before (it drops `previous_config`): settings whose keys the
+    /// claim removed (lifecycle rules, bucket policy) stay on the bucket.
+    UpdateForgetsRemovals,
     /// Reissue provisions as for a new claim: a gone bucket is made again.
     ReissueCreates,
     /// Delete swallows BucketNotEmpty: Ok, with the bucket and its data left.
@@ -327,6 +331,11 @@ impl Provisioner for Broken {
     async fn update(&self, req: &UpdateRequest) -> Result<(), ProvisionError> {
         match self.flaw {
             Flaw::UpdateDoesNothing => Ok(()),
+            Flaw::UpdateForgetsRemovals => {
+                let mut forgetful = req.clone();
+                forgetful.previous_config = BTreeMap::new();
+                self.inner.update(&forgetful).await
+            }
             _ => self.inner.update(req).await,
         }
     }

@@ -20,7 +20,9 @@ use std::sync::Arc;
 
 use anyhow::Result;
 use lib_provisioner::Credentials;
-use lib_provisioner::conformance::{Kit, Outcome, Report, Scenario};
+use lib_provisioner::conformance::{
+    Expect, ExpectedSettings, Kit, Outcome, Report, Scenario, SettingsCases,
+};
 use obc_tests::rustfs::RustFs;
 use obc_tests::setup::{create_admin_secret, install_deploy};
 use obc_tests::testenv::{self, TestEnv};
@@ -72,9 +74,10 @@ impl Target {
         let admin = env.admin_client();
         create_admin_secret(&admin, SYSTEM_NAMESPACE, ADMIN_SECRET, &key, &secret).await?;
         let sample = Arc::new(S3Provisioner::new(admin));
-        // s3s-fs has neither a user API nor bucket tags.
+        // s3s-fs has neither a user API nor bucket tags; RustFS serves
+        // bucket settings, which a class must allow by name.
         let store_modes: &[(&str, &str)] = if per_claim {
-            &[]
+            &[("allowedConfig", ALLOWED_CONFIG)]
         } else {
             &[("credentialsMode", "shared-admin"), ("ownership", "marker")]
         };
@@ -108,8 +111,12 @@ impl Target {
             .storage_class("kit")
             .parameters(self.parameters.clone())
             .read_only_config(read_only());
+        // s3s-fs implements none of the S3 settings calls: the sample
+        // refuses settings there, so the kit gets no settings cases and
+        // reports `settings.applied` not exercised.
         if self.per_claim {
             kit.update_config(BTreeMap::from([("maxSize".to_owned(), "64Mi".to_owned())]))
+                .bucket_settings(settings_cases())
         } else {
             kit.shared_credentials()
         }
@@ -123,6 +130,46 @@ impl Target {
             &self.endpoint,
             self.per_claim,
         )
+    }
+}
+
+/// The `additionalConfig` keys the RustFS class allows: the kit's
+/// read-only, update and settings cases.
+const ALLOWED_CONFIG: &str = "maxSize,accessMode,versioning,bucketLifecycle,bucketPolicy";
+
+/// The sample's bucket settings on, then changed and removed by an update:
+/// versioning Enabled then Suspended (it never returns to unset), one
+/// lifecycle rule then none, a tenant's Deny statement then no policy.
+fn settings_cases() -> SettingsCases {
+    const LIFECYCLE: &str = r#"{"Rules":[{"ID":"kit-rule","Status":"Enabled","Filter":{"Prefix":"kit/"},"Expiration":{"Days":30}}]}"#;
+    const POLICY: &str = r#"{"Statement":[{"Sid":"kit","Effect":"Deny","Principal":"*","Action":"s3:DeleteObject","Resource":"arn:aws:s3:::${bucket}/keep/*"}]}"#;
+    let config = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    };
+    SettingsCases {
+        provision: config(&[
+            ("versioning", "Enabled"),
+            ("bucketLifecycle", LIFECYCLE),
+            ("bucketPolicy", POLICY),
+        ]),
+        after_provision: ExpectedSettings {
+            versioning: Expect::Is("Enabled".to_owned()),
+            lifecycle_rules: Expect::Is(["kit-rule".to_owned()].into()),
+            // The store's own rendering of the statement: its resource
+            // names this bucket, and it denies.
+            policy: Expect::Is(vec!["${bucket}/keep/".to_owned(), "Deny".to_owned()]),
+            object_lock: Expect::Absent,
+        },
+        update: config(&[("versioning", "Suspended")]),
+        after_update: ExpectedSettings {
+            versioning: Expect::Is("Suspended".to_owned()),
+            lifecycle_rules: Expect::Absent,
+            policy: Expect::Absent,
+            object_lock: Expect::Absent,
+        },
     }
 }
 
@@ -146,6 +193,7 @@ async fn the_sample_on_s3s_fs_meets_the_contract() -> Result<()> {
         Scenario::ScopeOtherClaimsBucket,
         Scenario::ScopeReadOnly,
         Scenario::RotateRepeat,
+        Scenario::SettingsApplied,
     ] {
         assert_eq!(
             report.scenario(s).unwrap().outcome,
@@ -153,6 +201,14 @@ async fn the_sample_on_s3s_fs_meets_the_contract() -> Result<()> {
             "{s}"
         );
     }
+    // The store serves no bucket settings, so the kit got no cases: the
+    // report says so rather than failing the sample for the store.
+    assert!(
+        report
+            .to_string()
+            .contains("settings.applied: no bucket settings cases"),
+        "{report}"
+    );
     Ok(())
 }
 
@@ -170,6 +226,15 @@ async fn the_sample_on_rustfs_meets_the_contract() -> Result<()> {
     assert!(
         all_apply,
         "every scenario applies to per-claim credentials:\n{report}"
+    );
+    // Read back from the store, not taken on the sample's word.
+    let settings = report.scenario(Scenario::SettingsApplied).unwrap();
+    assert!(
+        settings
+            .not_verified
+            .iter()
+            .all(|n| !n.contains("bucket setting")),
+        "{report}"
     );
     Ok(())
 }
@@ -450,6 +515,13 @@ async fn realistic_flaws_fail_the_kit_on_rustfs_with_its_own_eyes() -> Result<()
         Flaw::UpdateDoesNothing,
         Scenario::UpdateRepeat,
         "the store does not apply",
+    )
+    .await;
+    must_fail(
+        &t,
+        Flaw::UpdateForgetsRemovals,
+        Scenario::SettingsApplied,
+        "lifecycle rules: expected none, the store holds {\"kit-rule\"}",
     )
     .await;
     must_fail(

@@ -7,6 +7,7 @@ mod ownership;
 mod reissue;
 mod repeat;
 mod scope;
+mod settings;
 mod shared;
 mod teardown;
 
@@ -49,5 +50,6 @@ pub(crate) async fn run(
         Scenario::GrantSharedBucket => shared::grants(ctx, undo, log).await,
         Scenario::TeardownDeleteWithData => data::delete(ctx, undo, log).await,
         Scenario::TeardownRetainWithData => data::retain(ctx, undo, log).await,
+        Scenario::SettingsApplied => settings::applied(ctx, undo, log).await,
     }
 }
