@@ -28,16 +28,19 @@ use obc_tests::{TestEnv, wait_for};
 use sample_provisioner::S3Provisioner;
 use serde_json::json;
 
-const T: Duration = Duration::from_secs(45);
-const NS: &str = "apps";
+pub(crate) const T: Duration = Duration::from_secs(45);
+pub(crate) const NS: &str = "apps";
 
 /// The control plane, RustFS, the CRDs and `deploy/` RBAC, an admin
 /// Secret, and the sample provisioner running as its ServiceAccount.
-struct Fixture {
-    env: TestEnv,
-    store: RustFs,
-    admin: Client,
+pub(crate) struct Fixture {
+    pub(crate) env: TestEnv,
+    pub(crate) store: RustFs,
+    pub(crate) admin: Client,
     controller: Option<RunningController>,
+    /// How often Bound claims are resynced and their buckets' config checked
+    /// (the library's defaults unless a test sets it).
+    checks_every: Option<Duration>,
 }
 
 fn read(path: &str) -> String {
@@ -45,7 +48,13 @@ fn read(path: &str) -> String {
 }
 
 impl Fixture {
-    async fn start() -> Self {
+    pub(crate) async fn start() -> Self {
+        Self::start_checking(None).await
+    }
+
+    /// As [`Fixture::start`], resyncing Bound claims and checking their
+    /// buckets' config every `every`.
+    pub(crate) async fn start_checking(checks_every: Option<Duration>) -> Self {
         let env = TestEnv::start().await.expect("env");
         let store = RustFs::start(env.dir()).await.expect("rustfs");
         let admin = env.admin_client();
@@ -73,13 +82,14 @@ impl Fixture {
             store,
             admin,
             controller: None,
+            checks_every,
         };
         fixture.class("s3", &fixture.endpoint()).await;
         fixture.start_controller().await;
         fixture
     }
 
-    fn endpoint(&self) -> String {
+    pub(crate) fn endpoint(&self) -> String {
         self.store.endpoint().trim_end_matches('/').to_owned()
     }
 
@@ -89,10 +99,12 @@ impl Fixture {
             .service_account_client("obc-system", "sample-provisioner")
             .await
             .expect("sa client");
-        self.controller = Some(RunningController::start_with(
-            sa.clone(),
-            ControllerBuilder::new("objectbucket.io/sample-s3", S3Provisioner::new(sa)),
-        ));
+        let mut builder =
+            ControllerBuilder::new("objectbucket.io/sample-s3", S3Provisioner::new(sa.clone()));
+        if let Some(every) = self.checks_every {
+            builder = builder.resync(every).config_check_interval(every);
+        }
+        self.controller = Some(RunningController::start_with(sa, builder));
     }
 
     /// A greenfield class of the sample (Delete, forceDelete) at `endpoint`.
@@ -100,7 +112,7 @@ impl Fixture {
         self.class_with(name, endpoint, &[]).await;
     }
 
-    async fn class_with(&self, name: &str, endpoint: &str, extra: &[(&str, &str)]) {
+    pub(crate) async fn class_with(&self, name: &str, endpoint: &str, extra: &[(&str, &str)]) {
         let mut class: StorageClass = serde_json::from_value(json!({
             "metadata": {"name": name},
             "provisioner": "objectbucket.io/sample-s3",
@@ -131,7 +143,7 @@ impl Fixture {
         wait_gone(&api, name, T).await.expect("class gone");
     }
 
-    fn claims(&self) -> Api<ObjectBucketClaim> {
+    pub(crate) fn claims(&self) -> Api<ObjectBucketClaim> {
         Api::namespaced(self.admin.clone(), NS)
     }
 
@@ -139,7 +151,7 @@ impl Fixture {
         self.bound_claim_of("s3", name, config).await
     }
 
-    async fn bound_claim_of(
+    pub(crate) async fn bound_claim_of(
         &self,
         class: &str,
         name: &str,
@@ -165,7 +177,7 @@ impl Fixture {
             .unwrap_or_else(|e| panic!("{name}: {e:#}"))
     }
 
-    async fn object_bucket(&self, claim: &ObjectBucketClaim) -> ObjectBucket {
+    pub(crate) async fn object_bucket(&self, claim: &ObjectBucketClaim) -> ObjectBucket {
         let name = claim.spec.object_bucket_name.clone().expect("bound");
         Api::<ObjectBucket>::all(self.admin.clone())
             .get(&name)
@@ -174,7 +186,7 @@ impl Fixture {
     }
 
     /// An S3 client with the claim's own credentials, and its bucket.
-    async fn claim_client(&self, name: &str) -> (aws_sdk_s3::Client, String) {
+    pub(crate) async fn claim_client(&self, name: &str) -> (aws_sdk_s3::Client, String) {
         let secret = Api::<Secret>::namespaced(self.admin.clone(), NS)
             .get(name)
             .await
@@ -196,7 +208,7 @@ impl Fixture {
         )
     }
 
-    async fn patch_claim(
+    pub(crate) async fn patch_claim(
         &self,
         name: &str,
         patch: serde_json::Value,
@@ -207,7 +219,7 @@ impl Fixture {
     }
 
     /// None of `buckets` is left in the store, and no ObjectBucket at all.
-    async fn assert_nothing_left(&self, buckets: &[String]) {
+    pub(crate) async fn assert_nothing_left(&self, buckets: &[String]) {
         let s3 = self.store.root_client();
         for bucket in buckets {
             assert!(
@@ -226,7 +238,7 @@ impl Fixture {
         );
     }
 
-    async fn stop(mut self) {
+    pub(crate) async fn stop(mut self) {
         if let Some(c) = self.controller.take() {
             c.stop().await.expect("controller stops");
         }
@@ -234,7 +246,10 @@ impl Fixture {
     }
 }
 
-fn condition(claim: &ObjectBucketClaim, type_: &str) -> Option<(String, String, Option<i64>)> {
+pub(crate) fn condition(
+    claim: &ObjectBucketClaim,
+    type_: &str,
+) -> Option<(String, String, Option<i64>)> {
     claim.status.as_ref().and_then(|s| {
         s.conditions
             .iter()
@@ -261,13 +276,13 @@ async fn bound_events(client: &Client, name: &str) -> usize {
         .sum()
 }
 
-fn observed_generation(claim: &ObjectBucketClaim) -> Option<i64> {
+pub(crate) fn observed_generation(claim: &ObjectBucketClaim) -> Option<i64> {
     claim.status.as_ref().and_then(|s| s.observed_generation)
 }
 
 /// Waits until the claim's `ConfigApplied` condition has `status` for its
 /// current generation.
-async fn wait_config(f: &Fixture, name: &str, status: &str) -> ObjectBucketClaim {
+pub(crate) async fn wait_config(f: &Fixture, name: &str, status: &str) -> ObjectBucketClaim {
     let api = f.claims();
     wait_for(T, format!("{name}: ConfigApplied={status}"), || async {
         let c = api.get(name).await?;

@@ -394,6 +394,68 @@ async fn buckets_are_made_without_users_and_deleted_only_by_their_own_id() -> Re
     Ok(())
 }
 
+/// Issue 38: a BucketClass's parameters are the settings of every bucket
+/// made from it (COSI has no per-claim config), applied when it is made,
+/// and a BucketClass asking for one it may not is refused before any.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bucket_class_configures_the_buckets_made_from_it() -> Result<()> {
+    let t = Target::start().await?;
+    let root = t.store.root_client();
+    let id = "bc-0b1f6c1e-0000-4000-8000-000000000038";
+    let as_cosi = |bucket: &str| ClaimIdentity::new("", bucket, owner_uid_of_id(bucket));
+    let mut parameters = t.parameters.clone();
+    parameters.insert("versioning".into(), "Enabled".into());
+    parameters.insert(
+        "bucketLifecycle".into(),
+        r#"{"Rules":[{"ID":"tmp","Status":"Enabled","Filter":{"Prefix":"tmp/"},"Expiration":{"Days":1}}]}"#.into(),
+    );
+    parameters.insert("objectLockMode".into(), "GOVERNANCE".into());
+    parameters.insert("objectLockDays".into(), "2".into());
+    let create = BucketRequest::new(as_cosi(id), id, "").with_parameters(parameters.clone());
+    for _ in 0..2 {
+        t.sample.create_bucket(&create).await?;
+    }
+    let versioning = root.get_bucket_versioning().bucket(id).send().await?;
+    assert_eq!(versioning.status().map(|s| s.as_str()), Some("Enabled"));
+    let rules = root
+        .get_bucket_lifecycle_configuration()
+        .bucket(id)
+        .send()
+        .await?;
+    assert_eq!(rules.rules().len(), 1);
+    let lock = root
+        .get_object_lock_configuration()
+        .bucket(id)
+        .send()
+        .await?;
+    let days = lock
+        .object_lock_configuration()
+        .and_then(|c| c.rule())
+        .and_then(|r| r.default_retention())
+        .and_then(|r| r.days());
+    assert_eq!(days, Some(2));
+
+    // A bound the class breaks itself: refused, nothing made.
+    parameters.insert("lifecycleMaxDays".into(), "0".into());
+    let other = "bc-0b1f6c1e-0000-4000-8000-000000000039";
+    let refused = BucketRequest::new(as_cosi(other), other, "").with_parameters(parameters);
+    let err = t.sample.create_bucket(&refused).await.unwrap_err();
+    assert!(
+        err.to_string().contains("the BucketClass") && err.to_string().contains("lifecycleMaxDays"),
+        "{err}"
+    );
+    assert!(err.nothing_created(), "{err}");
+    assert!(root.head_bucket().bucket(other).send().await.is_err());
+
+    let delete = TeardownRequest::new(as_cosi(id), id, "").with_parameters(t.parameters.clone());
+    t.sample.delete(&delete).await?;
+    assert!(
+        root.head_bucket().bucket(id).send().await.is_err(),
+        "deleted"
+    );
+    Ok(())
+}
+
 fn s3() -> Option<ObjectProtocol> {
     Some(ObjectProtocol {
         r#type: object_protocol::Type::S3.into(),

@@ -13,6 +13,7 @@
 
 mod after_bind;
 mod after_bind_safety;
+mod bucket_settings;
 mod chart;
 mod conformance;
 mod cosi;

@@ -3,7 +3,8 @@
 //! an update of a Bound claim's `additionalConfig` and of a rotation of its
 //! credentials (`lib_provisioner::failpoint::AFTER_BIND_POINTS`, and the
 //! Secret's switch during a rotation). After each kill a fresh process must
-//! finish the change: the quota applied and recorded, or the claim on new
+//! finish the change: the quota and bucket settings (versioning, a
+//! lifecycle rule) applied on the store and recorded, or the claim on new
 //! credentials that work with the previous ones revoked, exactly one user
 //! per claim on the store, and nothing left once the claim is deleted.
 
@@ -33,6 +34,41 @@ const BIN: &str = env!("CARGO_BIN_EXE_crash-provisioner");
 const T: Duration = Duration::from_secs(45);
 const PROVISIONER: &str = "objectbucket.io/sample-s3-after-bind";
 const CLASS: &str = "ab-delete";
+/// What the update asks for: a larger quota, and bucket settings the
+/// store must hold after any crash (issue 38: each setting's crash points
+/// are the update's).
+const LIFECYCLE: &str = r#"{"Rules":[{"ID":"tmp","Status":"Enabled","Filter":{"Prefix":"tmp/"},"Expiration":{"Days":3}}]}"#;
+
+fn updated_config() -> std::collections::BTreeMap<String, String> {
+    std::collections::BTreeMap::from([
+        ("maxSize".to_owned(), "2Mi".to_owned()),
+        ("versioning".to_owned(), "Enabled".to_owned()),
+        ("bucketLifecycle".to_owned(), LIFECYCLE.to_owned()),
+    ])
+}
+
+/// The store holds the updated settings (read with the root credentials).
+async fn settings_applied(suite: &SampleSuite, bucket: &str, point: &str) -> Result<()> {
+    let root = suite.store.root_client();
+    let versioning = root.get_bucket_versioning().bucket(bucket).send().await?;
+    ensure!(
+        versioning.status().map(|s| s.as_str()) == Some("Enabled"),
+        "{point}: versioning is {:?}",
+        versioning.status()
+    );
+    let rules = root
+        .get_bucket_lifecycle_configuration()
+        .bucket(bucket)
+        .send()
+        .await
+        .with_context(|| format!("{point}: the lifecycle rule"))?;
+    ensure!(
+        rules.rules().iter().any(|r| r.id() == Some("tmp")),
+        "{point}: rules {:?}",
+        rules.rules()
+    );
+    Ok(())
+}
 
 fn logs() -> &'static Path {
     log_root(Path::new(env!("CARGO_TARGET_TMPDIR")))
@@ -152,7 +188,7 @@ async fn iteration(suite: &SampleSuite, point: &str, idx: usize) -> Result<()> {
     let change = change_for(point);
     let mut proc = suite.launch.armed(point).start(logs())?;
     let patch = match change {
-        Change::Update => json!({"spec": {"additionalConfig": {"maxSize": "2Mi"}}}),
+        Change::Update => json!({"spec": {"additionalConfig": updated_config()}}),
         Change::Rotate => json!({"metadata": {"annotations": {ROTATE_ANNOTATION: rotation(idx)}}}),
     };
     api.patch("c", &PatchParams::default(), &Patch::Merge(patch))
@@ -191,9 +227,10 @@ async fn iteration(suite: &SampleSuite, point: &str, idx: usize) -> Result<()> {
                 .cloned()
                 .unwrap_or_default();
             ensure!(
-                applied == r#"{"maxSize":"2Mi"}"#,
+                applied == serde_json::to_string(&updated_config())?,
                 "{point}: recorded {applied}"
             );
+            settings_applied(suite, ob.bucket_name().context("bucket name")?, point).await?;
             ensure!(
                 key == before,
                 "{point}: an update does not touch credentials"
@@ -235,9 +272,16 @@ async fn iteration(suite: &SampleSuite, point: &str, idx: usize) -> Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn updates_and_rotations_survive_a_crash_at_every_point() {
-    let suite = SampleSuite::start(BIN, PROVISIONER, "after-bind", &[(CLASS, "Delete")])
-        .await
-        .expect("suite starts");
+    let allowed = [("allowedConfig", "maxSize,versioning,bucketLifecycle")];
+    let suite = SampleSuite::start_with(
+        BIN,
+        PROVISIONER,
+        "after-bind",
+        &[(CLASS, "Delete")],
+        &allowed,
+    )
+    .await
+    .expect("suite starts");
     let mut summary = Summary::new("after-bind crash points (update, rotation)");
     // The Secret's switch is a provisioning point too; here it is armed
     // only once the claim is bound, so it fires in the rotation.

@@ -1,7 +1,10 @@
 //! Crash safety of per-claim credentials: the sample provisioner, as its own
 //! process under `deploy/rbac.yaml`, against RustFS (S3 and the MinIO admin
 //! API), killed at each of its own crash points between the admin calls
-//! (`sample_provisioner::credentials::POINTS`). After each kill a fresh
+//! (`sample_provisioner::credentials::POINTS`), and around a new bucket's
+//! settings (`sample_provisioner::s3::BUCKET_POINTS`: versioning and a
+//! lifecycle rule, which the store must hold after the restart). After each
+//! kill a fresh
 //! process must bind the claims with working credentials, and the store
 //! must hold exactly one user and one policy per live claim: none doubled,
 //! none orphaned, also when the claims are deleted while the process is
@@ -24,10 +27,40 @@ use obc_tests::reliability::{
 };
 use obc_tests::testenv::s3_client_for;
 use sample_provisioner::credentials::{POINTS, policy_name, user_name};
+use sample_provisioner::s3::BUCKET_POINTS;
 
 const BIN: &str = env!("CARGO_BIN_EXE_crash-provisioner");
 const T: Duration = Duration::from_secs(45);
 const PROVISIONER: &str = "objectbucket.io/sample-s3-per-claim";
+/// The settings the Delete claim asks for.
+const SETTINGS: [(&str, &str); 2] = [
+    ("versioning", "Enabled"),
+    (
+        "bucketLifecycle",
+        r#"{"Rules":[{"ID":"tmp","Status":"Enabled","Filter":{"Prefix":"tmp/"},"Expiration":{"Days":3}}]}"#,
+    ),
+];
+
+/// The store holds the Delete claim's settings (read as its root).
+async fn settings_held(suite: &SampleSuite, ns: &str, point: &str) -> Result<()> {
+    let bucket = claim_bucket(&suite.admin, ns, "del").await?;
+    let root = suite.store.root_client();
+    let versioning = root.get_bucket_versioning().bucket(&bucket).send().await?;
+    let rules = root
+        .get_bucket_lifecycle_configuration()
+        .bucket(&bucket)
+        .send()
+        .await
+        .with_context(|| format!("{point}: {bucket}'s lifecycle"))?;
+    ensure!(
+        versioning.status().map(|s| s.as_str()) == Some("Enabled")
+            && rules.rules().iter().any(|r| r.id() == Some("tmp")),
+        "{point}: {bucket} holds versioning {:?}, rules {:?}",
+        versioning.status(),
+        rules.rules()
+    );
+    Ok(())
+}
 
 fn logs() -> &'static Path {
     log_root(Path::new(env!("CARGO_TARGET_TMPDIR")))
@@ -112,9 +145,16 @@ async fn iteration(
     let names: Vec<String> = ["del", "ret"].iter().map(|n| (*n).to_owned()).collect();
     let api: Api<ObjectBucketClaim> = Api::namespaced(suite.admin.clone(), &ns);
     for (name, class) in names.iter().zip(["pc-delete", "pc-retain"]) {
+        let settings = (name == "del").then(|| {
+            SETTINGS
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect()
+        });
         let spec = ObjectBucketClaimSpec {
             storage_class_name: class.into(),
             generate_bucket_name: Some(format!("pc{idx}-{name}")),
+            additional_config: settings,
             ..Default::default()
         };
         api.create(&PostParams::default(), &ObjectBucketClaim::new(name, spec))
@@ -140,6 +180,7 @@ async fn iteration(
     for n in &names {
         credentials_work(suite, &ns, n).await?;
     }
+    settings_held(suite, &ns, point).await?;
     expect_identities(suite, &uids, &format!("{point}, after the restart")).await?;
     register_claim_secrets(&suite.admin, &[ns.as_str()]).await?;
     delete_all(&suite.admin, &ns, &names).await?;
@@ -150,13 +191,15 @@ async fn iteration(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn per_claim_credentials_survive_a_crash_between_any_two_admin_calls() {
     let classes = [("pc-delete", "Delete"), ("pc-retain", "Retain")];
-    let suite = SampleSuite::start(BIN, PROVISIONER, "per-claim", &classes)
+    let allowed = [("allowedConfig", "versioning,bucketLifecycle")];
+    let suite = SampleSuite::start_with(BIN, PROVISIONER, "per-claim", &classes, &allowed)
         .await
         .expect("suite starts");
     let mut summary = Summary::new("per-claim credentials crash points");
     let mut result = Ok(());
     let mut idx = 0;
-    'points: for point in POINTS {
+    let points: Vec<&str> = POINTS.iter().chain(BUCKET_POINTS).copied().collect();
+    'points: for point in points.iter().copied() {
         for delete_while_down in [false, true] {
             idx += 1;
             if let Err(e) = iteration(&suite, point, idx, delete_while_down).await {
@@ -168,7 +211,7 @@ async fn per_claim_credentials_survive_a_crash_between_any_two_admin_calls() {
             summary.counts.crashes += 1;
         }
     }
-    summary.note("crash points", POINTS.len());
+    summary.note("crash points", points.len());
     summary.note(
         "variants per point",
         "restart then delete; delete while down",

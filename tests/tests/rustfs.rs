@@ -218,8 +218,14 @@ async fn tag_ownership_keeps_nothing_in_user_buckets() -> Result<()> {
         sweep: None,
     };
 
-    assert_eq!(store.create_owned("exact-a", &a).await?, Creation::Created);
-    assert_eq!(store.create_owned("exact-a", &a).await?, Creation::Existing);
+    assert_eq!(
+        store.create_owned("exact-a", &a, false).await?,
+        Creation::Created
+    );
+    assert_eq!(
+        store.create_owned("exact-a", &a, false).await?,
+        Creation::Existing
+    );
     assert_eq!(
         store.owner_tag("exact-a").await.unwrap().as_deref(),
         Some("uid-a")
@@ -230,14 +236,14 @@ async fn tag_ownership_keeps_nothing_in_user_buckets() -> Result<()> {
         "nothing written into the bucket"
     );
     assert_eq!(intents.get("exact-a").await?, None, "intent settled");
-    let e = store.create_owned("exact-a", &b).await.unwrap_err();
+    let e = store.create_owned("exact-a", &b, false).await.unwrap_err();
     assert!(!e.is_retryable() && e.to_string().contains("uid-a"), "{e}");
 
     // Died after CreateBucket, before the tag: the intent tells.
     assert_eq!(intents.record("left", &a).await?, None);
     root.create_bucket().bucket("left").send().await?;
     assert_eq!(
-        store.create_owned("left", &a).await?,
+        store.create_owned("left", &a, false).await?,
         Creation::TakenOver(Basis::Intent)
     );
     assert_eq!(
@@ -247,11 +253,11 @@ async fn tag_ownership_keeps_nothing_in_user_buckets() -> Result<()> {
     assert_eq!(intents.get("left").await?, None);
     // An empty untagged bucket nothing ties to the claim is someone else's.
     root.create_bucket().bucket("foreign").send().await?;
-    let e = store.create_owned("foreign", &a).await.unwrap_err();
+    let e = store.create_owned("foreign", &a, false).await.unwrap_err();
     assert!(!e.is_retryable(), "{e}");
     // Another claim's unfinished creation: wait for it.
     assert_eq!(intents.record("racing", &b).await?, None);
-    let e = store.create_owned("racing", &a).await.unwrap_err();
+    let e = store.create_owned("racing", &a, false).await.unwrap_err();
     assert!(
         e.is_retryable() && e.to_string().contains("ConfigMap"),
         "{e}"
@@ -265,7 +271,10 @@ async fn tag_ownership_keeps_nothing_in_user_buckets() -> Result<()> {
         .body(ByteStream::from_static(b"uid-a"))
         .send()
         .await?;
-    assert_eq!(store.create_owned("legacy", &a).await?, Creation::Existing);
+    assert_eq!(
+        store.create_owned("legacy", &a, false).await?,
+        Creation::Existing
+    );
 
     // Deletion goes by the tag too.
     root.put_object()

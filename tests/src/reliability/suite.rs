@@ -50,6 +50,18 @@ impl SampleSuite {
         tag: &str,
         classes: &[(&str, &str)],
     ) -> Result<Self> {
+        Self::start_with(bin, provisioner, tag, classes, &[]).await
+    }
+
+    /// As [`SampleSuite::start`], with `extra` parameters on every class
+    /// (an `allowedConfig`, say).
+    pub async fn start_with(
+        bin: impl Into<PathBuf>,
+        provisioner: &str,
+        tag: &str,
+        classes: &[(&str, &str)],
+        extra: &[(&str, &str)],
+    ) -> Result<Self> {
         let env = TestEnv::start().await?;
         let kubeconfig = install_sample(&env).await?;
         let store = RustFs::start(env.dir()).await?;
@@ -65,6 +77,7 @@ impl SampleSuite {
                 ("adminSecretNamespace", SYSTEM_NAMESPACE),
                 ("forceDelete", "true"),
             ];
+            let params = params.iter().chain(extra).copied();
             create_class(&admin, class, provisioner, reclaim, params).await?;
         }
         let store_admin = AdminClient::new(
