@@ -29,6 +29,7 @@ use crate::core::server::Health;
 use crate::core::sweep::SweepSource;
 use crate::core::watch::backoff::watch_backoff;
 use crate::core::watch::feeds::{Watchable, strip_managed_fields, tracked};
+use crate::core::watch::gone::Gone;
 use crate::core::watch::triggers::{stopped, took_over, while_leading};
 
 /// One shared watch: its cache, its subscriptions, and the feed that
@@ -36,6 +37,8 @@ use crate::core::watch::triggers::{stopped, took_over, while_leading};
 struct Watched<K: kube::Resource<DynamicType = ()> + Clone + 'static> {
     store: Store<K>,
     subs: Vec<ReflectHandle<K>>,
+    /// Its deletions, which the subscriptions never carry.
+    gone: Gone<K>,
     feed: BoxFuture<'static, ()>,
 }
 
@@ -47,6 +50,7 @@ where
     let subs = (0..subscribers)
         .filter_map(|_| writer.subscribe())
         .collect();
+    let gone = Gone::new();
     let feed = watcher(
         Api::<K>::all(client.clone()),
         watcher::Config::default().any_semantic(),
@@ -54,10 +58,16 @@ where
     .backoff(watch_backoff())
     .inspect(tracked(health, name))
     .modify(strip_managed_fields)
+    .inspect(gone.tap())
     .reflect_shared(writer)
     .for_each(|_| async {})
     .boxed();
-    Watched { store, subs, feed }
+    Watched {
+        store,
+        subs,
+        gone,
+        feed,
+    }
 }
 
 /// Starts the COSI controllers; resolves once they and their watches stop.
@@ -270,24 +280,23 @@ fn claim_controller<P: Provisioner>(
     let access_sub = accesses.subs.remove(0);
     let class_sub = classes.subs.remove(0);
     let waiting = claims.store.clone();
+    // A deleting claim waits for its Bucket and the BucketAccesses naming
+    // it to go: their deletions move it on (the subscriptions omit them).
+    let gone = futures::stream::select(
+        buckets.gone.mapped(|b: &Bucket| Some(claim_of_bucket(b))),
+        accesses.gone.mapped(claims_of_access),
+    );
     Controller::for_shared_stream(while_leading(claim_for, &leading), claims.store.clone())
         .with_config(config)
         .trigger_backoff(watch_backoff())
         .reconcile_all_on(took_over(leading.clone()))
+        .reconcile_on(gone)
         .watches_shared_stream(while_leading(bucket_sub, &leading), |b: Arc<Bucket>| {
-            let r = &b.spec.bucket_claim_ref;
-            Some(ObjectRef::<BucketClaim>::new(&r.name).within(&r.namespace))
+            Some(claim_of_bucket(&b))
         })
         .watches_shared_stream(
             while_leading(access_sub, &leading),
-            |a: Arc<BucketAccess>| {
-                let ns = a.namespace().unwrap_or_default();
-                a.spec
-                    .bucket_claims
-                    .iter()
-                    .map(|c| ObjectRef::<BucketClaim>::new(&c.bucket_claim_name).within(&ns))
-                    .collect::<Vec<_>>()
-            },
+            |a: Arc<BucketAccess>| claims_of_access(&a),
         )
         .watches_shared_stream(
             while_leading(class_sub, &leading),
@@ -316,6 +325,22 @@ fn claim_controller<P: Provisioner>(
         .boxed()
 }
 
+/// The claim a Bucket names.
+fn claim_of_bucket(b: &Bucket) -> ObjectRef<BucketClaim> {
+    let r = &b.spec.bucket_claim_ref;
+    ObjectRef::new(&r.name).within(&r.namespace)
+}
+
+/// The claims a BucketAccess names (in its own namespace).
+fn claims_of_access(a: &BucketAccess) -> Vec<ObjectRef<BucketClaim>> {
+    let ns = a.namespace().unwrap_or_default();
+    a.spec
+        .bucket_claims
+        .iter()
+        .map(|c| ObjectRef::new(&c.bucket_claim_name).within(&ns))
+        .collect()
+}
+
 /// BucketAccesses in `namespace` naming claim `name`.
 fn accesses_naming(
     store: &Store<BucketAccess>,
@@ -334,4 +359,41 @@ fn accesses_naming(
         })
         .map(|a| ObjectRef::from_obj(a.as_ref()))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The deletions that move a deleting claim on reach the claim they
+    /// name: a Bucket its `bucketClaimRef`, a BucketAccess each claim of
+    /// its own namespace it lists.
+    #[test]
+    fn deletions_are_mapped_to_the_claims_that_wait_for_them() {
+        let bucket: Bucket = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "bc-1"},
+            "spec": {"driverName": "d", "deletionPolicy": "Delete",
+                     "bucketClaimRef": {"name": "photos", "namespace": "team"}}
+        }))
+        .expect("bucket");
+        assert_eq!(
+            claim_of_bucket(&bucket),
+            ObjectRef::new("photos").within("team")
+        );
+        let access: BucketAccess = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "reader", "namespace": "team"},
+            "spec": {"bucketAccessClassName": "c", "protocol": "S3", "bucketClaims": [
+                {"bucketClaimName": "photos", "accessMode": "ReadOnly", "accessSecretName": "s1"},
+                {"bucketClaimName": "logs", "accessMode": "ReadOnly", "accessSecretName": "s2"}
+            ]}
+        }))
+        .expect("access");
+        assert_eq!(
+            claims_of_access(&access),
+            [
+                ObjectRef::new("photos").within("team"),
+                ObjectRef::new("logs").within("team")
+            ]
+        );
+    }
 }
