@@ -290,7 +290,7 @@ fn claim_controller<P: Provisioner>(
         .with_config(config)
         .trigger_backoff(watch_backoff())
         .reconcile_all_on(took_over(leading.clone()))
-        .reconcile_on(gone)
+        .reconcile_on(while_leading(gone, &leading))
         .watches_shared_stream(while_leading(bucket_sub, &leading), |b: Arc<Bucket>| {
             Some(claim_of_bucket(&b))
         })
