@@ -1,5 +1,7 @@
 //! `bucketPolicy`: statements a claim adds to its bucket's policy, in
-//! `spec.additionalConfig`, as the JSON of an S3 bucket policy.
+//! `spec.additionalConfig`, as the JSON of an S3 bucket policy. (The
+//! example's anonymous `Allow` needs a class whose `bucketPolicyPrincipals`
+//! is `"*"`; by default only `Deny` statements are accepted.)
 //!
 //! ```yaml
 //! spec:
