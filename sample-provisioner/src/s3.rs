@@ -351,7 +351,8 @@ impl S3Provisioner {
         // Checked before anything is created: a bad option leaves nothing.
         let options =
             claim_options(&r, req, false).map_err(ProvisionError::with_nothing_created)?;
-        let settings = bucket_settings(&r, req).map_err(ProvisionError::with_nothing_created)?;
+        let settings =
+            bucket_settings(&r.params, req).map_err(ProvisionError::with_nothing_created)?;
         let claim = format!("{}/{}", req.claim.namespace, req.claim.name);
         let owner = Owner {
             claim_uid: &req.claim.uid,
@@ -448,8 +449,11 @@ fn claim_options(
 }
 
 /// The bucket settings for `req`: its config over its class's defaults.
-fn bucket_settings(r: &Resolved, req: &BucketRequest) -> Result<BucketConfig, ProvisionError> {
-    r.params
+fn bucket_settings(
+    params: &ClassParams,
+    req: &BucketRequest,
+) -> Result<BucketConfig, ProvisionError> {
+    params
         .settings
         .resolve(&req.additional_config, &req.bucket_name)
         .map_err(|why| {

@@ -121,3 +121,43 @@ fn a_bucket_records_its_claims_api_and_policy_but_not_on_the_grpc_path() {
     let grpc = BucketRequest::new(ClaimIdentity::new("", "bc-uid-2", "uid-2"), "bc-uid-2", "");
     assert_eq!(sweep_record(&grpc), None);
 }
+
+/// The hourly drift check of a claim that manages no bucket setting reads
+/// nothing: not the store, not even the admin Secret (at 100,000 claims
+/// those reads would be most of the checks). The client points nowhere, so
+/// any read fails the call.
+#[tokio::test]
+async fn a_check_of_a_claim_without_settings_reads_nothing() {
+    let config = kube::Config::new("http://127.0.0.1:1".parse().expect("url"));
+    let client = kube::Client::try_from(config).expect("client");
+    let provisioner = S3Provisioner::new(client);
+    let parameters: BTreeMap<String, String> = [
+        ("endpoint", "http://127.0.0.1:2"),
+        ("adminSecretName", "s3-admin"),
+        ("adminSecretNamespace", "obc-system"),
+        ("allowedConfig", "maxSize,versioning"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect();
+    let claim = lib_provisioner::ClaimIdentity::new("team", "photos", "uid-1");
+    let request = |config: &[(&str, &str)]| {
+        let config: BTreeMap<String, String> = config
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        let bucket = BucketRequest::new(claim.clone(), "photos-1", "s3")
+            .with_parameters(parameters.clone())
+            .with_additional_config(config.clone());
+        UpdateRequest::new(bucket, config)
+    };
+    let quota_only = provisioner
+        .check_config(&request(&[("maxSize", "1Gi")]))
+        .await;
+    assert_eq!(quota_only.expect("no read"), ConfigCheck::NotChecked);
+    // With a setting it reads the admin Secret first, which fails here.
+    let versioned = provisioner
+        .check_config(&request(&[("versioning", "Enabled")]))
+        .await;
+    assert!(versioned.is_err(), "{versioned:?}");
+}
