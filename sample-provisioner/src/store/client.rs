@@ -10,7 +10,9 @@ use std::time::Duration;
 use aws_sdk_s3::config::{
     BehaviorVersion, Region, RequestChecksumCalculation, ResponseChecksumValidation,
 };
-use aws_sdk_s3::types::{BucketLocationConstraint, CreateBucketConfiguration};
+use aws_sdk_s3::types::{
+    BucketLocationConstraint, CreateBucketConfiguration, Delete, ObjectIdentifier,
+};
 use lib_provisioner::{Credentials, ProvisionError};
 
 use crate::errors::StoreFailure;
@@ -198,4 +200,47 @@ impl Store {
             }
         }
     }
+
+    /// One quiet DeleteObjects of `ids` (objects, or versions with their
+    /// ids); `Ok(None)` when every one went, else the first that did not
+    /// and how many did not, for the caller to word.
+    pub(super) async fn delete_batch(
+        &self,
+        bucket: &str,
+        ids: Vec<ObjectIdentifier>,
+    ) -> Result<Option<Undeleted>, ProvisionError> {
+        let delete = Delete::builder()
+            .set_objects(Some(ids))
+            .quiet(true)
+            .build()
+            .map_err(|e| {
+                ProvisionError::permanent(format!("could not build a DeleteObjects request: {e}"))
+            })?;
+        let out = self
+            .client
+            .delete_objects()
+            .bucket(bucket)
+            .delete(delete)
+            .send()
+            .await
+            .map_err(|e| {
+                StoreFailure::from_sdk("DeleteObjects", bucket, &e).into_provision_error()
+            })?;
+        Ok(out.errors().first().map(|first| Undeleted {
+            count: out.errors().len(),
+            key: first.key().unwrap_or_default().to_owned(),
+            version: first.version_id().unwrap_or_default().to_owned(),
+            code: first.code().unwrap_or("unknown").to_owned(),
+            message: first.message().unwrap_or_default().to_owned(),
+        }))
+    }
+}
+
+/// What [`Store::delete_batch`] could not delete: how many, and the first.
+pub(super) struct Undeleted {
+    pub(super) count: usize,
+    pub(super) key: String,
+    pub(super) version: String,
+    pub(super) code: String,
+    pub(super) message: String,
 }

@@ -1,7 +1,7 @@
 //! Creating and deleting a claim's bucket on a [`Store`]: the ownership
 //! rules' answers ([`provision_step`], [`delete_step`]) carried out.
 
-use aws_sdk_s3::types::{Delete, ObjectIdentifier};
+use aws_sdk_s3::types::ObjectIdentifier;
 use lib_provisioner::ProvisionError;
 use tracing::{debug, info, warn};
 
@@ -214,32 +214,11 @@ impl Store {
                 })?;
             if !keys.is_empty() {
                 let count = keys.len() as u64;
-                let delete = Delete::builder()
-                    .set_objects(Some(keys))
-                    .quiet(true)
-                    .build()
-                    .map_err(|e| {
-                        ProvisionError::permanent(format!(
-                            "could not build a DeleteObjects request: {e}"
-                        ))
-                    })?;
-                let out = self
-                    .client
-                    .delete_objects()
-                    .bucket(bucket)
-                    .delete(delete)
-                    .send()
-                    .await
-                    .map_err(|e| {
-                        StoreFailure::from_sdk("DeleteObjects", bucket, &e).into_provision_error()
-                    })?;
-                if let Some(first) = out.errors().first() {
-                    let code = first.code().unwrap_or("unknown");
+                if let Some(first) = self.delete_batch(bucket, keys).await? {
+                    let code = first.code;
                     let message = format!(
                         "S3 DeleteObjects on bucket {bucket:?} could not delete {} of {count} objects (first: {:?}: {code} {})",
-                        out.errors().len(),
-                        first.key().unwrap_or_default(),
-                        first.message().unwrap_or_default()
+                        first.count, first.key, first.message
                     );
                     return Err(if code == "AccessDenied" {
                         ProvisionError::permanent(format!(

@@ -3,7 +3,7 @@
 //! `forceDelete`: ListObjectsV2 shows neither, and a store refuses to
 //! delete a bucket that still holds them.
 
-use aws_sdk_s3::types::{Delete, ObjectIdentifier};
+use aws_sdk_s3::types::ObjectIdentifier;
 use lib_provisioner::ProvisionError;
 use tracing::info;
 
@@ -81,33 +81,12 @@ impl Store {
         ids: Vec<ObjectIdentifier>,
     ) -> Result<u64, ProvisionError> {
         let count = ids.len() as u64;
-        let delete = Delete::builder()
-            .set_objects(Some(ids))
-            .quiet(true)
-            .build()
-            .map_err(|e| {
-                ProvisionError::permanent(format!("could not build a DeleteObjects request: {e}"))
-            })?;
-        let out = self
-            .client
-            .delete_objects()
-            .bucket(bucket)
-            .delete(delete)
-            .send()
-            .await
-            .map_err(|e| {
-                StoreFailure::from_sdk("DeleteObjects", bucket, &e).into_provision_error()
-            })?;
-        let Some(first) = out.errors().first() else {
+        let Some(first) = self.delete_batch(bucket, ids).await? else {
             return Ok(count);
         };
-        let code = first.code().unwrap_or("unknown");
         let message = format!(
-            "S3 DeleteObjects on bucket {bucket:?} could not delete {} of {count} object versions (first: {:?} version {:?}: {code} {})",
-            out.errors().len(),
-            first.key().unwrap_or_default(),
-            first.version_id().unwrap_or_default(),
-            first.message().unwrap_or_default()
+            "S3 DeleteObjects on bucket {bucket:?} could not delete {} of {count} object versions (first: {:?} version {:?}: {} {})",
+            first.count, first.key, first.version, first.code, first.message
         );
         // Retention ends on a date: retrying then succeeds, and until then
         // the claim says why its deletion waits.
