@@ -101,6 +101,13 @@ impl StoreFailure {
             || matches!(self.code(), Some("NoSuchBucket" | "NoSuchKey" | "NotFound"))
     }
 
+    /// Whether the store does not implement the request at all (s3s-fs
+    /// answers `NotImplemented`, HTTP 501): no retry will succeed, though
+    /// [`is_retryable`](Self::is_retryable) counts every 5xx.
+    pub fn is_not_implemented(&self) -> bool {
+        self.code() == Some("NotImplemented") || self.status() == Some(501)
+    }
+
     /// Whether the failure is about the bucket rather than a key in it.
     pub fn is_no_such_bucket(&self) -> bool {
         self.code() == Some("NoSuchBucket")

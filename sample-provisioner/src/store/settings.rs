@@ -6,8 +6,8 @@
 //! is not written again, and the answer names only what changed.
 
 use aws_sdk_s3::types::{
-    BucketVersioningStatus, DefaultRetention, ObjectLockConfiguration, ObjectLockEnabled,
-    ObjectLockRetentionMode, ObjectLockRule, VersioningConfiguration,
+    BucketVersioningStatus, DefaultRetention, LifecycleRule, ObjectLockConfiguration,
+    ObjectLockEnabled, ObjectLockRetentionMode, ObjectLockRule, VersioningConfiguration,
 };
 use lib_provisioner::ProvisionError;
 
@@ -77,13 +77,14 @@ impl Store {
     ) -> Result<bool, ProvisionError> {
         match want {
             Some(rules) => {
-                if self.lifecycle(bucket).await?.as_ref() == Some(rules) {
+                // Rules the type cannot model count as different.
+                if Lifecycle::from_s3(&self.rules(bucket).await?).as_ref() == Some(rules) {
                     return Ok(false);
                 }
                 self.put_lifecycle(bucket, rules).await?;
                 Ok(true)
             }
-            None if had && self.has_rules(bucket).await? => {
+            None if had && !self.rules(bucket).await?.is_empty() => {
                 self.delete_lifecycle(bucket).await?;
                 Ok(true)
             }
@@ -149,9 +150,8 @@ impl Store {
         Ok(())
     }
 
-    /// The bucket's rules as [`Lifecycle`] models them; `None` also when
-    /// the store holds rules it cannot model (see [`Self::has_rules`]).
-    async fn lifecycle(&self, bucket: &str) -> Result<Option<Lifecycle>, ProvisionError> {
+    /// The bucket's lifecycle rules as the store holds them (none: empty).
+    async fn rules(&self, bucket: &str) -> Result<Vec<LifecycleRule>, ProvisionError> {
         match self
             .client
             .get_bucket_lifecycle_configuration()
@@ -159,33 +159,14 @@ impl Store {
             .send()
             .await
         {
-            Ok(out) => Ok(Lifecycle::from_s3(out.rules())),
+            Ok(out) => Ok(out.rules().to_vec()),
             Err(e) => none_or_err(
                 "GetBucketLifecycleConfiguration",
                 bucket,
                 &e,
                 BUCKET_LIFECYCLE,
-            ),
-        }
-    }
-
-    /// Whether the bucket has lifecycle rules at all.
-    async fn has_rules(&self, bucket: &str) -> Result<bool, ProvisionError> {
-        match self
-            .client
-            .get_bucket_lifecycle_configuration()
-            .bucket(bucket)
-            .send()
-            .await
-        {
-            Ok(out) => Ok(!out.rules().is_empty()),
-            Err(e) => none_or_err::<(), _>(
-                "GetBucketLifecycleConfiguration",
-                bucket,
-                &e,
-                BUCKET_LIFECYCLE,
             )
-            .map(|_| false),
+            .map(Option::unwrap_or_default),
         }
     }
 
@@ -302,7 +283,7 @@ impl Store {
             .await
             .map_err(|e| {
                 let f = StoreFailure::from_sdk("PutObjectLockConfiguration", bucket, &e);
-                if f.is_retryable() || f.status() == Some(501) {
+                if f.is_retryable() || f.is_not_implemented() {
                     return failed("PutObjectLockConfiguration", bucket, &e, OBJECT_LOCK_MODE);
                 }
                 // A bucket created without object lock never gets it.
@@ -328,7 +309,7 @@ where
     E: std::error::Error + aws_sdk_s3::error::ProvideErrorMetadata + 'static,
 {
     let f = StoreFailure::from_sdk(op, bucket, e);
-    if f.code() == Some("NotImplemented") || f.status() == Some(501) {
+    if f.is_not_implemented() {
         return ProvisionError::permanent(format!(
             "{f}: this store does not support {key}: remove {key} from the claim (or its class); docs/sample-provisioner.md lists what each store supports"
         ));
