@@ -60,16 +60,9 @@ pub const CLAIM_KEYS: [&str; 8] = [
     bucket_config::OBJECT_LOCK_DAYS,
 ];
 
-const KNOWN: [&str; 18] = [
-    ConfigAllowList::PARAMETER,
-    bucket_config::CLASS_KEYS[0],
-    bucket_config::CLASS_KEYS[1],
-    bucket_config::CLASS_KEYS[2],
-    bucket_config::CLASS_KEYS[3],
-    bucket_config::CLASS_KEYS[4],
-    bucket_config::CLASS_KEYS[5],
-    bucket_config::CLASS_KEYS[6],
-    bucket_config::CLASS_KEYS[7],
+/// The parameters of the class itself; [`bucket_config::CLASS_KEYS`] and
+/// `allowedConfig` are known too (see [`is_known`]).
+const KNOWN: [&str; 9] = [
     ENDPOINT,
     REGION,
     ADMIN_SECRET_NAME,
@@ -80,6 +73,18 @@ const KNOWN: [&str; 18] = [
     access::ACCESS_MODE,
     OWNERSHIP,
 ];
+
+/// Every parameter this provisioner reads.
+fn known() -> impl Iterator<Item = &'static str> {
+    KNOWN
+        .into_iter()
+        .chain(bucket_config::CLASS_KEYS)
+        .chain([ConfigAllowList::PARAMETER])
+}
+
+fn is_known(key: &str) -> bool {
+    known().any(|k| k == key)
+}
 
 /// A StorageClass's parameters, checked.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -256,16 +261,16 @@ fn check_keys(parameters: &BTreeMap<String, String>) -> Result<(), String> {
     }
     for key in parameters.keys() {
         // A known parameter is never one (credentialsMode names a mode).
-        if !KNOWN.contains(&key.as_str()) && looks_like_inline_credential(key) {
+        if !is_known(key) && looks_like_inline_credential(key) {
             return Err(format!(
                 "parameter {key} looks like an inline credential, which this provisioner refuses (classes are readable cluster-wide): remove it, store AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in a Secret and name it with {ADMIN_SECRET_NAME} and {ADMIN_SECRET_NAMESPACE}"
             ));
         }
     }
-    if let Some(unknown) = parameters.keys().find(|k| !KNOWN.contains(&k.as_str())) {
+    if let Some(unknown) = parameters.keys().find(|k| !is_known(k)) {
         return Err(format!(
             "unknown parameter {unknown}: remove it or fix its spelling; known parameters are {}",
-            KNOWN.join(", ")
+            known().collect::<Vec<_>>().join(", ")
         ));
     }
     Ok(())
