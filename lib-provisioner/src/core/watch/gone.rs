@@ -37,8 +37,11 @@ impl<K: Clone + Send + Sync + 'static> Gone<K> {
     ) -> impl FnMut(&Result<watcher::Event<K>, watcher::Error>) + Send + 'static {
         let sender = self.sender.clone();
         move |event| {
-            if let Ok(watcher::Event::Delete(obj)) = event {
-                // No subscriber (the role that waits is not run): nothing to tell.
+            // No subscriber (the role that waits is not run): no copy made.
+            if let Ok(watcher::Event::Delete(obj)) = event
+                && sender.receiver_count() > 0
+            {
+                // A subscriber gone since is no one to tell either.
                 let _ = sender.send(Arc::new(obj.clone()));
             }
         }
