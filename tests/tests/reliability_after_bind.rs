@@ -24,7 +24,7 @@ use lib_provisioner::failpoint::AFTER_BIND_POINTS;
 use lib_provisioner::{CONFIG_APPLIED_CONDITION, CREDENTIALS_ROTATED_CONDITION};
 use obc_tests::reliability::{
     SampleSuite, Summary, claim_bucket, claim_keys, log_root, register_claim_secrets,
-    register_secret, wait_all_bound, wait_all_gone,
+    register_secret, wait_all_bound, wait_all_gone, walked_settings,
 };
 use obc_tests::testenv::s3_client_for;
 use sample_provisioner::credentials::{policy_name, rotated_user_name, user_name};
@@ -37,37 +37,10 @@ const CLASS: &str = "ab-delete";
 /// What the update asks for: a larger quota, and bucket settings the
 /// store must hold after any crash (issue 38: each setting's crash points
 /// are the update's).
-const LIFECYCLE: &str = r#"{"Rules":[{"ID":"tmp","Status":"Enabled","Filter":{"Prefix":"tmp/"},"Expiration":{"Days":3}}]}"#;
-
 fn updated_config() -> std::collections::BTreeMap<String, String> {
-    std::collections::BTreeMap::from([
-        ("maxSize".to_owned(), "2Mi".to_owned()),
-        ("versioning".to_owned(), "Enabled".to_owned()),
-        ("bucketLifecycle".to_owned(), LIFECYCLE.to_owned()),
-    ])
-}
-
-/// The store holds the updated settings (read with the root credentials).
-async fn settings_applied(suite: &SampleSuite, bucket: &str, point: &str) -> Result<()> {
-    let root = suite.store.root_client();
-    let versioning = root.get_bucket_versioning().bucket(bucket).send().await?;
-    ensure!(
-        versioning.status().map(|s| s.as_str()) == Some("Enabled"),
-        "{point}: versioning is {:?}",
-        versioning.status()
-    );
-    let rules = root
-        .get_bucket_lifecycle_configuration()
-        .bucket(bucket)
-        .send()
-        .await
-        .with_context(|| format!("{point}: the lifecycle rule"))?;
-    ensure!(
-        rules.rules().iter().any(|r| r.id() == Some("tmp")),
-        "{point}: rules {:?}",
-        rules.rules()
-    );
-    Ok(())
+    let mut config = walked_settings();
+    config.insert("maxSize".to_owned(), "2Mi".to_owned());
+    config
 }
 
 fn logs() -> &'static Path {
@@ -230,7 +203,9 @@ async fn iteration(suite: &SampleSuite, point: &str, idx: usize) -> Result<()> {
                 applied == serde_json::to_string(&updated_config())?,
                 "{point}: recorded {applied}"
             );
-            settings_applied(suite, ob.bucket_name().context("bucket name")?, point).await?;
+            suite
+                .holds_walked_settings(ob.bucket_name().context("bucket name")?, point)
+                .await?;
             ensure!(
                 key == before,
                 "{point}: an update does not touch credentials"

@@ -23,7 +23,7 @@ use kube::api::{Api, DeleteParams, PostParams};
 use lib_provisioner::api::{ClaimPhase, ObjectBucketClaim, ObjectBucketClaimSpec};
 use obc_tests::reliability::{
     SampleSuite, Summary, claim_bucket, claim_keys, log_root, register_claim_secrets,
-    wait_all_bound, wait_all_gone,
+    wait_all_bound, wait_all_gone, walked_settings,
 };
 use obc_tests::testenv::s3_client_for;
 use sample_provisioner::credentials::{POINTS, policy_name, user_name};
@@ -32,36 +32,6 @@ use sample_provisioner::s3::BUCKET_POINTS;
 const BIN: &str = env!("CARGO_BIN_EXE_crash-provisioner");
 const T: Duration = Duration::from_secs(45);
 const PROVISIONER: &str = "objectbucket.io/sample-s3-per-claim";
-/// The settings the Delete claim asks for.
-const SETTINGS: [(&str, &str); 2] = [
-    ("versioning", "Enabled"),
-    (
-        "bucketLifecycle",
-        r#"{"Rules":[{"ID":"tmp","Status":"Enabled","Filter":{"Prefix":"tmp/"},"Expiration":{"Days":3}}]}"#,
-    ),
-];
-
-/// The store holds the Delete claim's settings (read as its root).
-async fn settings_held(suite: &SampleSuite, ns: &str, point: &str) -> Result<()> {
-    let bucket = claim_bucket(&suite.admin, ns, "del").await?;
-    let root = suite.store.root_client();
-    let versioning = root.get_bucket_versioning().bucket(&bucket).send().await?;
-    let rules = root
-        .get_bucket_lifecycle_configuration()
-        .bucket(&bucket)
-        .send()
-        .await
-        .with_context(|| format!("{point}: {bucket}'s lifecycle"))?;
-    ensure!(
-        versioning.status().map(|s| s.as_str()) == Some("Enabled")
-            && rules.rules().iter().any(|r| r.id() == Some("tmp")),
-        "{point}: {bucket} holds versioning {:?}, rules {:?}",
-        versioning.status(),
-        rules.rules()
-    );
-    Ok(())
-}
-
 fn logs() -> &'static Path {
     log_root(Path::new(env!("CARGO_TARGET_TMPDIR")))
 }
@@ -145,12 +115,7 @@ async fn iteration(
     let names: Vec<String> = ["del", "ret"].iter().map(|n| (*n).to_owned()).collect();
     let api: Api<ObjectBucketClaim> = Api::namespaced(suite.admin.clone(), &ns);
     for (name, class) in names.iter().zip(["pc-delete", "pc-retain"]) {
-        let settings = (name == "del").then(|| {
-            SETTINGS
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                .collect()
-        });
+        let settings = (name == "del").then(walked_settings);
         let spec = ObjectBucketClaimSpec {
             storage_class_name: class.into(),
             generate_bucket_name: Some(format!("pc{idx}-{name}")),
@@ -180,7 +145,8 @@ async fn iteration(
     for n in &names {
         credentials_work(suite, &ns, n).await?;
     }
-    settings_held(suite, &ns, point).await?;
+    let bucket = claim_bucket(&suite.admin, &ns, "del").await?;
+    suite.holds_walked_settings(&bucket, point).await?;
     expect_identities(suite, &uids, &format!("{point}, after the restart")).await?;
     register_claim_secrets(&suite.admin, &[ns.as_str()]).await?;
     delete_all(&suite.admin, &ns, &names).await?;

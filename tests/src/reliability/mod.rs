@@ -23,7 +23,7 @@ pub use principals::ownerless_users;
 pub use process::{ACT_MARKERS, Launch, Proc, acts, count_operations, ensure_no_acts, is_act};
 pub use sample::{Classes, Kind, create_classes, install_sample, sample_params};
 pub use store::{Intent, store_buckets, store_intents};
-pub use suite::{RUSTFS_ADMIN_SECRET, SampleSuite, claim_bucket, claim_keys};
+pub use suite::{RUSTFS_ADMIN_SECRET, SampleSuite, claim_bucket, claim_keys, walked_settings};
 pub use summary::{Counts, REPORT_ENV, Record, Summary, suite_table};
 pub use wait::{converge, wait_all_bound, wait_all_gone};
 

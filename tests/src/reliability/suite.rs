@@ -39,7 +39,41 @@ pub struct SampleSuite {
     pub launch: Launch,
 }
 
+/// The bucket settings the crash walks ask for (issue 38): versioning and
+/// one lifecycle rule, `tmp`, which the store must hold after every kill.
+pub fn walked_settings() -> std::collections::BTreeMap<String, String> {
+    std::collections::BTreeMap::from([
+        ("versioning".to_owned(), "Enabled".to_owned()),
+        (
+            "bucketLifecycle".to_owned(),
+            r#"{"Rules":[{"ID":"tmp","Status":"Enabled","Filter":{"Prefix":"tmp/"},"Expiration":{"Days":3}}]}"#
+                .to_owned(),
+        ),
+    ])
+}
+
 impl SampleSuite {
+    /// `bucket` holds [`walked_settings`], read with the store's root
+    /// credentials; the error names `point` and what the store holds.
+    pub async fn holds_walked_settings(&self, bucket: &str, point: &str) -> Result<()> {
+        let root = self.store.root_client();
+        let versioning = root.get_bucket_versioning().bucket(bucket).send().await?;
+        let rules = root
+            .get_bucket_lifecycle_configuration()
+            .bucket(bucket)
+            .send()
+            .await
+            .with_context(|| format!("{point}: {bucket}'s lifecycle"))?;
+        anyhow::ensure!(
+            versioning.status().map(|s| s.as_str()) == Some("Enabled")
+                && rules.rules().iter().any(|r| r.id() == Some("tmp")),
+            "{point}: {bucket} holds versioning {:?}, rules {:?}",
+            versioning.status(),
+            rules.rules()
+        );
+        Ok(())
+    }
+
     /// Starts the environment and RustFS, registers RustFS's root secret,
     /// creates [`RUSTFS_ADMIN_SECRET`] and one class per `(name, reclaim
     /// policy)` of `classes` for `provisioner` (on RustFS, forceDelete), and
