@@ -19,3 +19,9 @@ pub(crate) mod requests;
 pub(crate) mod sweep;
 pub(crate) mod wiring;
 pub(crate) mod writes;
+
+/// What the caches keep of a claim's Secret or ConfigMap. Public only so
+/// that the project's benchmark can measure what each cache costs; not part
+/// of the API.
+#[doc(hidden)]
+pub use reconcile::child_meta::CachedChild;

@@ -269,130 +269,236 @@ async fn main() -> Result<()> {
 }
 
 /// Watches and caches shaped like the library's, and nothing else (see the
-/// module docs). Serves `/readyz` (200 once every cache has listed) and an
-/// empty `/metrics`.
+/// module docs). They list one after another, and the process's resident
+/// memory is read after each, so that `/metrics` can say what each cache
+/// costs (`bench_cache_rss_bytes{cache}`, `bench_cache_objects{cache}`).
+/// Serves `/readyz` (200 once every cache has listed).
 async fn caches_only(client: kube::Client, args: &Args) -> Result<()> {
     use futures::StreamExt;
     use k8s_openapi::api::core::v1::{ConfigMap, Secret};
     use k8s_openapi::api::storage::v1::StorageClass;
     use kube::Api;
     use kube::core::PartialObjectMeta;
-    use kube::runtime::reflector::{self, Store};
-    use kube::runtime::{WatchStreamExt, watcher};
+    use kube::runtime::watcher;
     use lib_provisioner::api::{ObjectBucket, ObjectBucketClaim, PROVISIONER_LABEL};
-    use std::sync::atomic::AtomicBool;
+    use lib_provisioner::obc::CachedChild;
 
     let strip = args.strip_managed_fields;
     let wc = watcher::Config::default().any_semantic();
     let label = lib_provisioner::names::provisioner_label_value(&args.provisioner);
     let child_wc = wc.clone().labels(&format!("{PROVISIONER_LABEL}={label}"));
+    let metrics = Arc::new(std::sync::Mutex::new(String::new()));
+    let ready = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let serving = serve_probe(args.metrics_addr, ready.clone(), metrics.clone());
+    let filling = async {
+        let mut feeds = Vec::new();
+        // StorageClasses first: the client's first list (connection, TLS)
+        // is not counted against the claims.
+        let (_classes, feed) = probe_cache(
+            Api::<StorageClass>::all(client.clone()),
+            wc.clone(),
+            strip,
+            |k| k,
+        )
+        .await;
+        feeds.push(feed);
+        let record = |name: &str, objects: usize, before: u64| {
+            let after = rss();
+            let mut m = metrics.lock().unwrap_or_else(|p| p.into_inner());
+            m.push_str(&format!(
+                "bench_cache_rss_bytes{{cache=\"{name}\"}} {}\nbench_cache_objects{{cache=\"{name}\"}} {objects}\n",
+                after.saturating_sub(before)
+            ));
+            tracing::info!(
+                cache = name,
+                objects,
+                rss_delta = after.saturating_sub(before),
+                "cache listed"
+            );
+        };
+        let before = rss();
+        let (claims, feed) = probe_cache(
+            Api::<ObjectBucketClaim>::all(client.clone()),
+            wc.clone(),
+            strip,
+            |k| k,
+        )
+        .await;
+        record("claims", claims.state().len(), before);
+        feeds.push(feed);
+        let before = rss();
+        let (buckets, feed) = probe_cache(
+            Api::<ObjectBucket>::all(client.clone()),
+            wc.clone(),
+            strip,
+            |k| k,
+        )
+        .await;
+        record("objectbuckets", buckets.state().len(), before);
+        feeds.push(feed);
+        // The children as the library keeps them (stripped), or as
+        // `PartialObjectMeta` with their managedFields (not stripped).
+        if strip {
+            let before = rss();
+            let (secrets, feed) = probe_cache(
+                Api::<PartialObjectMeta<Secret>>::all(client.clone()),
+                child_wc.clone(),
+                true,
+                CachedChild::from,
+            )
+            .await;
+            record("secrets", secrets.state().len(), before);
+            feeds.push(feed);
+            let before = rss();
+            let (config_maps, feed) = probe_cache(
+                Api::<PartialObjectMeta<ConfigMap>>::all(client.clone()),
+                child_wc.clone(),
+                true,
+                CachedChild::from,
+            )
+            .await;
+            record("configmaps", config_maps.state().len(), before);
+            feeds.push(feed);
+        } else {
+            let before = rss();
+            let (secrets, feed) = probe_cache(
+                Api::<PartialObjectMeta<Secret>>::all(client.clone()),
+                child_wc.clone(),
+                false,
+                |k| k,
+            )
+            .await;
+            record("secrets", secrets.state().len(), before);
+            feeds.push(feed);
+            let before = rss();
+            let (config_maps, feed) = probe_cache(
+                Api::<PartialObjectMeta<ConfigMap>>::all(client.clone()),
+                child_wc.clone(),
+                false,
+                |k| k,
+            )
+            .await;
+            record("configmaps", config_maps.state().len(), before);
+            feeds.push(feed);
+        }
+        tracing::info!(strip, "caches are synced");
+        ready.store(true, Ordering::Relaxed);
+        futures::stream::select_all(feeds)
+            .for_each(|()| async {})
+            .await;
+    };
+    tokio::select! {
+        () = filling => bail!("the watches ended"),
+        () = serving => Ok(()),
+        () = shutdown_signal() => Ok(()),
+    }
+}
 
-    fn cached<K>(
-        api: Api<K>,
-        wc: watcher::Config,
-        strip: bool,
-    ) -> (Store<K>, futures::stream::BoxStream<'static, ()>)
-    where
-        K: kube::Resource<DynamicType = ()>
-            + Clone
-            + std::fmt::Debug
-            + serde::de::DeserializeOwned
-            + Send
-            + Sync
-            + 'static,
-    {
-        let (store, writer) = reflector::store();
-        let feed = reflector::reflector(
-            writer,
-            watcher(api, wc).modify(move |k: &mut K| {
+/// One cache of `K` as `C` (the object, or what the library keeps of it),
+/// listed: its store, and the feed that keeps it current (polled by the
+/// caller from then on).
+async fn probe_cache<K, C>(
+    api: kube::Api<K>,
+    wc: kube::runtime::watcher::Config,
+    strip: bool,
+    keep: fn(K) -> C,
+) -> (
+    kube::runtime::reflector::Store<C>,
+    futures::stream::BoxStream<'static, ()>,
+)
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+    C: kube::Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+{
+    use futures::{StreamExt, TryStreamExt};
+    use kube::runtime::reflector;
+    use kube::runtime::{WatchStreamExt, watcher};
+    let (store, writer) = reflector::store();
+    let mut feed = reflector::reflector(
+        writer,
+        watcher(api, wc)
+            .modify(move |k: &mut K| {
                 if strip {
                     k.meta_mut().managed_fields = None;
                 }
+            })
+            .map_ok(move |e| match e {
+                watcher::Event::Apply(o) => watcher::Event::Apply(keep(o)),
+                watcher::Event::Delete(o) => watcher::Event::Delete(keep(o)),
+                watcher::Event::InitApply(o) => watcher::Event::InitApply(keep(o)),
+                watcher::Event::Init => watcher::Event::Init,
+                watcher::Event::InitDone => watcher::Event::InitDone,
             }),
-        )
-        .default_backoff()
-        .map(|_| ())
-        .boxed();
-        (store, feed)
-    }
-    let (claims, claim_feed) = cached(
-        Api::<ObjectBucketClaim>::all(client.clone()),
-        wc.clone(),
-        strip,
-    );
-    let (buckets, bucket_feed) =
-        cached(Api::<ObjectBucket>::all(client.clone()), wc.clone(), strip);
-    let (classes, class_feed) = cached(Api::<StorageClass>::all(client.clone()), wc.clone(), strip);
-    let (secrets, secret_feed) = cached(
-        Api::<PartialObjectMeta<Secret>>::all(client.clone()),
-        child_wc.clone(),
-        strip,
-    );
-    let (config_maps, config_map_feed) = cached(
-        Api::<PartialObjectMeta<ConfigMap>>::all(client.clone()),
-        child_wc,
-        strip,
-    );
-    let feeds = futures::stream::select_all([
-        claim_feed,
-        bucket_feed,
-        class_feed,
-        secret_feed,
-        config_map_feed,
-    ])
-    .for_each(|()| async {});
-
-    let ready = Arc::new(AtomicBool::new(false));
-    let listener = tokio::net::TcpListener::bind(args.metrics_addr)
-        .await
-        .with_context(|| format!("binding {}", args.metrics_addr))?;
-    let serving = {
-        let ready = ready.clone();
-        async move {
-            use tokio::io::{AsyncReadExt, AsyncWriteExt};
-            loop {
-                let Ok((mut conn, _)) = listener.accept().await else {
-                    continue;
-                };
-                let ready = ready.load(Ordering::Relaxed);
-                tokio::spawn(async move {
-                    let mut buf = [0u8; 1024];
-                    let n = conn.read(&mut buf).await.unwrap_or(0);
-                    let request = String::from_utf8_lossy(&buf[..n]);
-                    let status = if request.starts_with("GET /readyz") && !ready {
-                        "503 Service Unavailable"
-                    } else {
-                        "200 OK"
-                    };
-                    let response = format!(
-                        "HTTP/1.1 {status}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
-                    );
-                    let _ = conn.write_all(response.as_bytes()).await;
-                });
-            }
-        }
-    };
-    let synced = async {
-        let _ = claims.wait_until_ready().await;
-        let _ = buckets.wait_until_ready().await;
-        let _ = classes.wait_until_ready().await;
-        let _ = secrets.wait_until_ready().await;
-        let _ = config_maps.wait_until_ready().await;
-        tracing::info!(
-            claims = claims.state().len(),
-            buckets = buckets.state().len(),
-            secrets = secrets.state().len(),
-            config_maps = config_maps.state().len(),
-            strip,
-            "caches are synced"
-        );
-        ready.store(true, Ordering::Relaxed);
-        futures::future::pending::<()>().await;
-    };
+    )
+    .default_backoff()
+    .map(|_| ())
+    .boxed();
+    let reader = store.clone();
+    // Drive the feed until its first list is in the store.
     tokio::select! {
-        () = feeds => bail!("the watches ended"),
-        () = serving => Ok(()),
-        () = synced => Ok(()),
-        () = shutdown_signal() => Ok(()),
+        _ = reader.wait_until_ready() => {}
+        () = async { while feed.next().await.is_some() {} } => {}
+    }
+    (store, feed)
+}
+
+/// This process's resident memory, bytes (0 if unknown).
+fn rss() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb * 1024)
+}
+
+/// `/readyz` (503 until `ready`) and `/metrics` (`metrics`'s text).
+async fn serve_probe(
+    addr: SocketAddr,
+    ready: Arc<std::sync::atomic::AtomicBool>,
+    metrics: Arc<std::sync::Mutex<String>>,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Ok(listener) = tokio::net::TcpListener::bind(addr).await else {
+        tracing::error!(%addr, "could not bind");
+        return;
+    };
+    loop {
+        let Ok((mut conn, _)) = listener.accept().await else {
+            continue;
+        };
+        let ready = ready.load(Ordering::Relaxed);
+        let body = metrics.lock().map(|m| m.clone()).unwrap_or_default();
+        tokio::spawn(async move {
+            let mut buf = [0u8; 1024];
+            let n = conn.read(&mut buf).await.unwrap_or(0);
+            let request = String::from_utf8_lossy(&buf[..n]);
+            let (status, body) = if request.starts_with("GET /readyz") {
+                (
+                    if ready {
+                        "200 OK"
+                    } else {
+                        "503 Service Unavailable"
+                    },
+                    String::new(),
+                )
+            } else {
+                ("200 OK", body)
+            };
+            let response = format!(
+                "HTTP/1.1 {status}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = conn.write_all(response.as_bytes()).await;
+        });
     }
 }

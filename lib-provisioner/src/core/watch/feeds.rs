@@ -100,6 +100,19 @@ pub(crate) fn keep_other_writers<K: kube::Resource>(object: &mut K, ours: &str, 
     object.meta_mut().managed_fields = Some(others);
 }
 
+/// A watch event with its object(s) turned into another type: what a
+/// cache keeps of them.
+pub(crate) fn map_event<A, B>(event: watcher::Event<A>, f: impl Fn(A) -> B) -> watcher::Event<B> {
+    use watcher::Event;
+    match event {
+        Event::Apply(o) => Event::Apply(f(o)),
+        Event::Delete(o) => Event::Delete(f(o)),
+        Event::Init => Event::Init,
+        Event::InitApply(o) => Event::InitApply(f(o)),
+        Event::InitDone => Event::InitDone,
+    }
+}
+
 /// Whether a managed-fields set holds `path`.
 fn owns(fields: &serde_json::Value, path: &[&str]) -> bool {
     path.iter().try_fold(fields, |v, key| v.get(*key)).is_some()

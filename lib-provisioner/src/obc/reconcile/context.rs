@@ -8,7 +8,6 @@ use std::time::Duration;
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
-use kube::core::PartialObjectMeta;
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -16,6 +15,7 @@ use kube::{Resource, ResourceExt};
 use tracing::warn;
 
 use super::api_errors::ApiErrors;
+use super::child_meta::CachedChild;
 use super::in_flight::InFlight;
 use super::superseded::Superseded;
 use super::{drift, plan};
@@ -26,14 +26,12 @@ use crate::core::runtime::Runtime;
 use crate::obc::api::{ObjectBucket, ObjectBucketClaim};
 
 /// The metadata cache of one kind of child, over every namespace served.
-pub(crate) struct ChildStores<K: Resource<DynamicType = ()> + Clone + 'static>(
-    pub Store<PartialObjectMeta<K>>,
-);
+pub(crate) struct ChildStores<K: Resource<DynamicType = ()> + 'static>(pub Store<CachedChild<K>>);
 
-impl<K: Resource<DynamicType = ()> + Clone + 'static> ChildStores<K> {
+impl<K: Resource<DynamicType = ()> + 'static> ChildStores<K> {
     pub(crate) fn get(&self, ns: &str, name: &str) -> Option<ObjectMeta> {
         let key = ObjectRef::new(name).within(ns);
-        self.0.get(&key).map(|m| m.metadata.clone())
+        self.0.get(&key).map(|m| m.object_meta())
     }
 }
 

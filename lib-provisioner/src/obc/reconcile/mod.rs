@@ -2,11 +2,13 @@
 //! pure state machine they follow ([`plan`]), and status ([`status`]);
 //! what they share ([`context`]) and remember across passes
 //! ([`superseded`], [`in_flight`], [`api_errors`], [`drift`],
-//! [`config_checks`]).
+//! [`config_checks`]); what the caches keep of a claim's children
+//! ([`child_meta`]).
 
 mod api_errors;
 pub(crate) mod bucket;
 pub(crate) mod bucket_names;
+pub(crate) mod child_meta;
 pub(crate) mod claim;
 pub(crate) mod config_checks;
 pub(crate) mod context;

@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use futures::TryStreamExt;
 use futures::future::{BoxFuture, FutureExt};
 use futures::stream::{BoxStream, StreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
@@ -20,10 +21,11 @@ use tracing::info;
 use crate::core::server::Health;
 use crate::core::watch::backoff::watch_backoff;
 use crate::core::watch::feeds::{
-    Watchable, keep_other_writers, strip_managed_fields, tracked, without_errors,
+    Watchable, keep_other_writers, map_event, strip_managed_fields, tracked, without_errors,
 };
 use crate::core::writes::FIELD_MANAGER;
 use crate::obc::api::{ObjectBucket, ObjectBucketClaim, PROVISIONER_LABEL};
+use crate::obc::reconcile::child_meta::CachedChild;
 use crate::obc::reconcile::plan;
 
 type Feed<K> = BoxStream<'static, Result<K, watcher::Error>>;
@@ -84,11 +86,11 @@ impl SharedCaches {
 /// ([`super::namespaces::reflect`]).
 pub(super) struct Scope {
     pub claims: Store<ObjectBucketClaim>,
-    pub secrets: Store<PartialObjectMeta<Secret>>,
-    pub config_maps: Store<PartialObjectMeta<ConfigMap>>,
+    pub secrets: Store<CachedChild<Secret>>,
+    pub config_maps: Store<CachedChild<ConfigMap>>,
     pub(super) claim_feed: Feed<ObjectBucketClaim>,
-    pub(super) secret_feed: Feed<PartialObjectMeta<Secret>>,
-    pub(super) config_map_feed: Feed<PartialObjectMeta<ConfigMap>>,
+    pub(super) secret_feed: Feed<CachedChild<Secret>>,
+    pub(super) config_map_feed: Feed<CachedChild<ConfigMap>>,
 }
 
 impl Scope {
@@ -192,14 +194,22 @@ fn child_feed<K>(
     wc: &watcher::Config,
     health: &Arc<Health>,
     kind: &str,
-) -> (Store<PartialObjectMeta<K>>, Feed<PartialObjectMeta<K>>)
+) -> (Store<CachedChild<K>>, Feed<CachedChild<K>>)
 where
     K: Watchable + kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
 {
     let (store, writer) = reflector::store();
     let feed = super::namespaces::reflect(
         writer,
-        watches::<PartialObjectMeta<K>>(client, namespaces, wc, health, kind),
+        watches::<PartialObjectMeta<K>>(client, namespaces, wc, health, kind)
+            .into_iter()
+            .map(|(ns, watch)| {
+                (
+                    ns,
+                    watch.map_ok(|e| map_event(e, CachedChild::from)).boxed(),
+                )
+            })
+            .collect(),
     )
     .touched_objects()
     .filter(without_errors)
@@ -215,10 +225,7 @@ where
 pub(super) async fn signal_ready(
     (classes, buckets): (Store<StorageClass>, Store<ObjectBucket>),
     claims: Store<ObjectBucketClaim>,
-    (secrets, config_maps): (
-        Store<PartialObjectMeta<Secret>>,
-        Store<PartialObjectMeta<ConfigMap>>,
-    ),
+    (secrets, config_maps): (Store<CachedChild<Secret>>, Store<CachedChild<ConfigMap>>),
     synced: watch::Sender<bool>,
     health: Arc<Health>,
 ) {

@@ -19,6 +19,9 @@ cargo run --release -p obc-tests --bin bench -- [--quick] [options]
   --controller-manager run kube-controller-manager too (garbage collector...): the
                        writes counted are then the cluster's, not only the library's
                                                                                 [OBC_BENCH_CONTROLLER_MANAGER=1]
+At scale (alone: no other phase runs):
+  --scale N            N bound claims seeded directly, then a restart over them,
+                       memory per claim, bind latency while they are cached  [OBC_BENCH_SCALE]
 COSI (after the OBC phases, on the same apiserver; also in --quick):
   --cosi               the COSI part only (no OBC phases)                       [OBC_BENCH_COSI=1]
   --no-cosi            the OBC phases only                                      [OBC_BENCH_COSI=0]
@@ -48,6 +51,8 @@ pub struct Config {
     pub obc: bool,
     /// The COSI part, if it runs.
     pub cosi: Option<crate::cosi::CosiConfig>,
+    /// `--scale N`: the at-scale part alone, with N claims.
+    pub scale: Option<usize>,
 }
 
 pub fn parse_config() -> Result<Config> {
@@ -87,6 +92,7 @@ pub fn parse_config() -> Result<Config> {
             "--cosi-loop-seconds",
             "--upstream-controller",
             "--upstream-sidecar",
+            "--scale",
         ];
         let is_value = i > 0 && known_flag.contains(&args[i - 1].as_str());
         let switch =
@@ -167,9 +173,20 @@ pub fn parse_config() -> Result<Config> {
     {
         bail!("the COSI sizes must be above 0 (and --cosi-loop-claims at most 128, COSI's limit)");
     }
+    let scale = flag("--scale", "OBC_BENCH_SCALE")?
+        .map(|v| {
+            v.replace(['_', ','], "")
+                .parse::<usize>()
+                .with_context(|| format!("--scale: {v:?} is not a number"))
+        })
+        .transpose()?;
+    if scale.is_some_and(|n| n < 2) {
+        bail!("--scale: give 2 claims or more");
+    }
     let config = Config {
-        obc: !cosi_only,
-        cosi,
+        obc: !cosi_only && scale.is_none(),
+        cosi: cosi.filter(|_| scale.is_none()),
+        scale,
         quick,
         controller_manager,
         claims: number("--claims", "OBC_BENCH_CLAIMS", 10_000, 1_000)?,

@@ -158,6 +158,36 @@ impl Controller {
         memory(self.pid)
     }
 
+    /// What `bench-controller --caches-only` says each cache costs: per
+    /// cache, its objects and the resident memory it added.
+    pub async fn cache_costs(&self) -> Result<Vec<(String, f64, f64)>> {
+        let text = self
+            .http
+            .get(format!("{}/metrics", self.base))
+            .send()
+            .await
+            .context("scraping the cache probe's /metrics")?
+            .error_for_status()?
+            .text()
+            .await?;
+        let s = prom::parse(&text);
+        let of = |metric: &str, cache: &str| {
+            prom::sum(&s, metric, |l| {
+                l.get("cache").map(String::as_str) == Some(cache)
+            })
+        };
+        Ok(["claims", "objectbuckets", "secrets", "configmaps"]
+            .iter()
+            .map(|c| {
+                (
+                    (*c).to_owned(),
+                    of("bench_cache_objects", c),
+                    of("bench_cache_rss_bytes", c),
+                )
+            })
+            .collect())
+    }
+
     pub fn cpu(&self) -> Result<Duration> {
         cpu_time(self.pid)
     }

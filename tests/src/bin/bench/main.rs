@@ -28,8 +28,12 @@
 //!   `--cosi-loop-claims`, `--cosi-tenant-claims`, `--cosi-loop-seconds`;
 //!   `--upstream-controller PATH --upstream-sidecar PATH` compare with
 //!   upstream's COSI controller and sidecar (see `scripts/bench-cosi-upstream`)
+//! * `--scale N` [`OBC_BENCH_SCALE`]: alone, N bound claims seeded directly
+//!   (module [`seed`]), a restart over them, memory per claim and bind
+//!   latency while they are cached (module [`at_scale`])
 
 mod apiserver;
+mod at_scale;
 mod baseline;
 mod claims;
 mod config;
@@ -40,6 +44,7 @@ mod prom;
 mod report;
 mod run;
 mod scale;
+mod seed;
 mod throughput;
 
 use std::collections::BTreeMap;
@@ -159,6 +164,12 @@ async fn main() -> Result<()> {
     let cosi = match (&summary, &config.cosi) {
         (Ok(_), Some(c)) => cosi::cosi(&mut run, c).await.map(|_| ()),
         _ => Ok(()),
+    };
+    let cosi = match (cosi, config.scale) {
+        (Ok(()), Some(n)) => at_scale::at_scale(&mut run, n, config.latency_claims)
+            .await
+            .map(|s| at_scale::print_summary(&s)),
+        (other, _) => other,
     };
     run.tracker.stop();
     let summary = match summary.and_then(|s| cosi.map(|()| s)) {

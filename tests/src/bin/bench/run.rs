@@ -17,6 +17,9 @@ use crate::apiserver::Apiserver;
 use crate::claims::Tracker;
 use crate::ctl::{Controller, CpuSnapshot, Memory};
 
+/// Per cache: its name, its objects and the resident memory it added.
+pub type CacheCosts = Vec<(String, f64, f64)>;
+
 /// The environment a benchmark runs in, and how to start a controller in it.
 pub struct Run {
     pub env: TestEnv,
@@ -38,6 +41,12 @@ impl Run {
     /// `bench-controller --caches-only`, optionally without managedFields;
     /// its memory once the caches have listed and 2 s have passed.
     pub async fn caches_only(&mut self, strip: bool) -> Result<Memory> {
+        Ok(self.probe_caches(strip).await?.0)
+    }
+
+    /// [`Run::caches_only`], and what each cache costs: per cache, its
+    /// objects and the resident memory it added as it listed.
+    pub async fn probe_caches(&mut self, strip: bool) -> Result<(Memory, CacheCosts)> {
         let mut args = vec!["--caches-only"];
         if strip {
             args.push("--strip-managed-fields");
@@ -45,8 +54,9 @@ impl Run {
         let probe = self.controller_with(DEFAULT_CONCURRENCY, &args).await?;
         tokio::time::sleep(Duration::from_secs(2)).await;
         let mem = probe.memory()?;
+        let costs = probe.cache_costs().await?;
         probe.stop().await?;
-        Ok(mem)
+        Ok((mem, costs))
     }
 
     pub async fn controller_with(

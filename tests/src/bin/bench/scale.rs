@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 
 use crate::config::Config;
-use crate::ctl::{Idle, Memory};
+use crate::ctl::{Controller, Idle, Memory};
 use crate::report::{header, is_apiserver_own, loadavg, mib, out, print_gets, print_requests};
 use crate::run::{Run, cached_sizes};
 use crate::{CREATORS, DEFAULT_CONCURRENCY, claims};
@@ -88,6 +88,17 @@ pub struct Restart {
 /// Restarts the controller with `total` bound claims and measures the
 /// resync; `mem0` is its memory with none.
 pub async fn restart(run: &mut Run, total: usize, mem0: &Memory) -> Result<Restart> {
+    let (restart, ctl) = restart_kept(run, total, mem0).await?;
+    ctl.stop().await?;
+    Ok(restart)
+}
+
+/// [`restart`], with the restarted controller left running.
+pub async fn restart_kept(
+    run: &mut Run,
+    total: usize,
+    mem0: &Memory,
+) -> Result<(Restart, Controller)> {
     header(&format!(
         "restart with {total} bound claims (controller concurrency {DEFAULT_CONCURRENCY})"
     ));
@@ -154,13 +165,13 @@ pub async fn restart(run: &mut Run, total: usize, mem0: &Memory) -> Result<Resta
         per(mem_n.hwm, mem0.hwm)
     ));
     let restart_provisions = idle.counts.provision + idle.counts.grant;
-    ctl.stop().await?;
-    Ok(Restart {
+    let restart = Restart {
         idle,
         mem_n,
         provisions: restart_provisions,
         writes: writes.total(),
-    })
+    };
+    Ok((restart, ctl))
 }
 
 /// How the memory per claim divides between the library's caches and the
@@ -177,8 +188,8 @@ pub async fn memory_breakdown(
     header(&format!(
         "memory breakdown with {total} claims: the library's watches and caches alone (bench-controller --caches-only)"
     ));
-    let full = run.caches_only(false).await?;
-    let stripped = run.caches_only(true).await?;
+    let (full, full_costs) = run.probe_caches(false).await?;
+    let (stripped, costs) = run.probe_caches(true).await?;
     let per_claim = |m: &Memory| (m.hwm as f64 - probe0.hwm as f64) / total as f64;
     out(format!(
         "    with managedFields (as cached before the library stripped them): VmHWM {:.1} MiB, VmRSS {:.1} MiB: {:.0} bytes per claim (peak, over the 0-claim {:.1} MiB)",
@@ -198,5 +209,15 @@ pub async fn memory_breakdown(
         "    the controller beyond its caches: {:.0} bytes per claim (scheduler entries, reconcile state, allocator slack)",
         per(mem_n.hwm, mem0.hwm) - per_claim(&stripped)
     ));
+    out(
+        "    each cache, as it listed (resident memory it added, per object; listed one after another):",
+    );
+    for ((cache, objects, bytes), (_, _, full_bytes)) in costs.iter().zip(&full_costs) {
+        out(format!(
+            "      {cache:<14} {objects:>7.0} objects: {:>6.0} bytes each as the library keeps them ({:>6.0} with managedFields and, for the children, as PartialObjectMeta)",
+            bytes / objects.max(1.0),
+            full_bytes / objects.max(1.0),
+        ));
+    }
     Ok(())
 }
