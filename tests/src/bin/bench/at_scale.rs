@@ -94,7 +94,7 @@ pub async fn at_scale(run: &mut Run, n: usize, latency: usize) -> Result<AtScale
         ratio(0.95),
         ratio(0.99)
     ));
-    memory_breakdown(run, n, &probe0, &mem0, &restart.mem_n).await?;
+    memory_breakdown(run, n, (&probe0, &mem0, &restart.mem_n), false).await?;
     Ok(AtScale {
         claims: n,
         per_claim_peak: (restart.mem_n.hwm as f64 - mem0.hwm as f64) / n as f64,

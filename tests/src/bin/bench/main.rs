@@ -206,7 +206,7 @@ async fn benchmark(run: &mut Run, config: &Config) -> Result<Summary> {
     let (throughput, existing) = throughput::throughput(run, config, provision.writes).await?;
     let total = scale::fill_up(run, config, existing).await?;
     let restart = scale::restart(run, total, &mem0).await?;
-    scale::memory_breakdown(run, total, &probe0, &mem0, &restart.mem_n).await?;
+    scale::memory_breakdown(run, total, (&probe0, &mem0, &restart.mem_n), true).await?;
     Ok(Summary {
         p50: provision.p50,
         p95: provision.p95,
