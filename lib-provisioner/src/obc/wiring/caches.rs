@@ -4,7 +4,7 @@
 //! label only).
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures::TryStreamExt;
 use futures::future::{BoxFuture, FutureExt};
@@ -86,6 +86,9 @@ impl SharedCaches {
 /// ([`super::namespaces::reflect`]).
 pub(super) struct Scope {
     pub claims: Store<ObjectBucketClaim>,
+    /// Bumped by every claim event, after the claim cache holds it
+    /// (`obc::metrics::ClaimPhases` counts again only then).
+    pub claim_changes: Arc<AtomicU64>,
     pub secrets: Store<CachedChild<Secret>>,
     pub config_maps: Store<CachedChild<ConfigMap>>,
     pub(super) claim_feed: Feed<ObjectBucketClaim>,
@@ -106,6 +109,7 @@ impl Scope {
         let wc = watcher::Config::default().any_semantic();
         let child_wc = wc.clone().labels(&format!("{PROVISIONER_LABEL}={label}"));
         let (claims, claim_writer) = reflector::store();
+        let claim_changes = Arc::new(AtomicU64::new(0));
         // The ObjectBucket reconciler learns of deleted claims from this
         // same stream, after the claim cache has dropped them: a second
         // watch could report a deletion the cache has not seen yet.
@@ -113,9 +117,15 @@ impl Scope {
             claim_writer,
             watches::<ObjectBucketClaim>(client, namespaces, &wc, health, "ObjectBucketClaim"),
         )
-        .inspect(move |event| {
-            if let Ok(watcher::Event::Delete(claim)) = event {
-                let _ = deleted.send(ObjectRef::new(&plan::object_bucket_name(claim)));
+        .inspect({
+            let changes = claim_changes.clone();
+            move |event| {
+                if let Ok(watcher::Event::Delete(claim)) = event {
+                    let _ = deleted.send(ObjectRef::new(&plan::object_bucket_name(claim)));
+                }
+                if event.is_ok() {
+                    changes.fetch_add(1, Ordering::Release);
+                }
             }
         })
         .touched_objects()
@@ -126,6 +136,7 @@ impl Scope {
             child_feed(client, namespaces, &child_wc, health, "ConfigMap");
         Self {
             claims,
+            claim_changes,
             secrets,
             config_maps,
             claim_feed,
@@ -187,7 +198,8 @@ const CHILD_PAYLOAD: &[&[&str]] = &[
     ],
 ];
 
-/// A metadata-only cache of one kind of child, and the watches that fill it.
+/// A metadata-only cache of one kind of child, and the watches that fill it:
+/// what the decisions read of each child ([`CachedChild`]), no more.
 fn child_feed<K>(
     client: &Client,
     namespaces: &[Option<String>],

@@ -56,7 +56,10 @@ pub(crate) fn start<P: Provisioner>(
     );
     let claims = scope.claims.clone();
     let children = (scope.secrets.clone(), scope.config_maps.clone());
-    shared.metrics.add_gauge(ClaimPhases(claims.clone()));
+    shared.metrics.add_gauge(ClaimPhases::new(
+        claims.clone(),
+        scope.claim_changes.clone(),
+    ));
 
     let (synced_tx, synced_rx) = watch::channel(false);
     let source: Arc<dyn SweepSource> = Arc::new(CacheSource {

@@ -112,15 +112,25 @@ async fn binds(run: &mut Run, ctl: &mut Controller, ns: &str, n: usize) -> Resul
     let counts0 = ctl.counts().await?;
     let phase = Instant::now();
     let mut latencies = Vec::with_capacity(n);
+    let mut timeline = String::new();
     for i in 0..n {
         let name = claims::name(i);
-        let t0 = Instant::now();
+        let (t0, wall) = (Instant::now(), wall_clock());
         claims::create(&run.client, ns, &name).await?;
         let at = run
             .tracker
             .bound(ns, &name, Duration::from_secs(60))
             .await?;
         latencies.push(at.duration_since(t0));
+        timeline.push_str(&format!(
+            "{ns}/{name} {wall} {:.1}\n",
+            ms(at.duration_since(t0))
+        ));
+    }
+    if let Ok(dir) = std::env::var("OBC_BENCH_TIMELINE_DIR") {
+        // Each claim's create time and latency, to read beside the
+        // controller's log (docs/performance.md, "Bind tails").
+        std::fs::write(format!("{dir}/{ns}.timeline"), timeline)?;
     }
     ctl.wait_idle(
         phase,
@@ -175,4 +185,14 @@ pub fn print_summary(s: &AtScale) {
         "    bind latency with every claim cached, against an empty cluster: p50 x{:.2}, p99 x{:.2}",
         s.bind_p50_ratio, s.bind_p99_ratio
     ));
+}
+
+/// Now, as the controller's log prints it (RFC 3339, UTC).
+fn wall_clock() -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    k8s_openapi::jiff::Timestamp::from_microsecond(now.as_micros() as i64)
+        .map(|t| t.to_string())
+        .unwrap_or_default()
 }
