@@ -38,13 +38,17 @@ pub async fn install_crds_without_object_bucket_name(env: &TestEnv) -> Result<()
     let files = lib_provisioner::api::crd_files();
     let mut claim_crd: serde_yaml::Value =
         serde_yaml::from_str(&files[0].1).context("claim CRD YAML")?;
-    let spec =
-        &mut claim_crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
+    let root = &mut claim_crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
+    // Nor the transition rules of newer versions (on the whole claim, and
+    // on its spec, where they name the field).
+    root.as_mapping_mut()
+        .context("the claim CRD's schema")?
+        .remove("x-kubernetes-validations");
+    let spec = &mut root["properties"]["spec"];
     spec["properties"]
         .as_mapping_mut()
         .context("the claim CRD's spec properties")?
         .remove("objectBucketName");
-    // Nor the transition rules of newer versions, which name the field.
     spec.as_mapping_mut()
         .context("the claim CRD's spec schema")?
         .remove("x-kubernetes-validations");

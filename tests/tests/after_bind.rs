@@ -426,6 +426,75 @@ async fn teardown_uses_the_recorded_class_when_the_class_is_gone_or_replaced() {
     f.stop().await;
 }
 
+/// A claim as the provisioner leaves it when it prepares it
+/// (`spec.objectBucketName` recorded with the finalizer) and then refuses
+/// it: its class and bucket name may still change. Only the status the
+/// provisioner writes Bound pins them; `objectBucketName` itself is pinned
+/// once set. The claim's class is another provisioner's, so that the
+/// controller leaves it (and the status written here) alone.
+async fn a_prepared_claim_stays_fixable_until_its_status_says_bound(f: &Fixture) {
+    let mut foreign = StorageClass::default();
+    foreign.metadata.name = Some("foreign".into());
+    foreign.provisioner = "example.com/another".into();
+    Api::<StorageClass>::all(f.admin.clone())
+        .create(&PostParams::default(), &foreign)
+        .await
+        .expect("foreign class");
+    let prepared = ObjectBucketClaim::new(
+        "prepared",
+        ObjectBucketClaimSpec {
+            storage_class_name: "foreign".into(),
+            bucket_name: Some("prepared-bucket".into()),
+            object_bucket_name: Some("obc-apps-prepared".into()),
+            ..Default::default()
+        },
+    );
+    f.claims()
+        .create(&PostParams::default(), &prepared)
+        .await
+        .expect("claim");
+    for (field, value) in [
+        ("bucketName", json!("another-bucket")),
+        ("storageClassName", json!("foreign-too")),
+        ("generateBucketName", json!("prepared")),
+    ] {
+        f.patch_claim("prepared", json!({"spec": {field: value}}))
+            .await
+            .unwrap_or_else(|e| panic!("{field} of a claim not yet bound: {e}"));
+    }
+    let moved = f
+        .patch_claim(
+            "prepared",
+            json!({"spec": {"objectBucketName": "obc-apps-elsewhere"}}),
+        )
+        .await
+        .expect_err("objectBucketName is pinned once set");
+    assert!(
+        moved
+            .to_string()
+            .contains("spec.objectBucketName cannot change once set"),
+        "{moved}"
+    );
+    f.claims()
+        .patch_status(
+            "prepared",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Bound"}})),
+        )
+        .await
+        .expect("status");
+    let refused = f
+        .patch_claim("prepared", json!({"spec": {"bucketName": "third-bucket"}}))
+        .await
+        .expect_err("bucketName of a Bound claim");
+    assert!(
+        refused
+            .to_string()
+            .contains("spec.bucketName cannot change after the claim is bound"),
+        "{refused}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fields_that_chose_the_bucket_are_refused_by_the_apiserver_once_bound() {
     let f = Fixture::start().await;
@@ -443,10 +512,13 @@ async fn fields_that_chose_the_bucket_are_refused_by_the_apiserver_once_bound() 
             .await
             .expect_err(field);
         let text = refused.to_string();
+        let why = if field == "objectBucketName" {
+            "cannot change once set"
+        } else {
+            "cannot change after the claim is bound"
+        };
         assert!(
-            text.contains(&format!(
-                "spec.{field} cannot change after the claim is bound"
-            )),
+            text.contains(&format!("spec.{field} {why}")),
             "{field}: {text}"
         );
     }
@@ -457,6 +529,7 @@ async fn fields_that_chose_the_bucket_are_refused_by_the_apiserver_once_bound() 
     )
     .await
     .expect("additionalConfig is mutable");
+    a_prepared_claim_stays_fixable_until_its_status_says_bound(&f).await;
     // Before bind, anything may change: a claim waiting for a class that
     // does not exist can be pointed at one that does.
     let waiting = ObjectBucketClaim::new(

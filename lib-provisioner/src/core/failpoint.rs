@@ -20,7 +20,6 @@ pub const POINTS: &[&str] = &[
     "after-object-bucket-completed",
     "after-secret-written",
     "after-config-map-written",
-    "after-claim-bound",
     "after-object-bucket-bound",
     // Deletion.
     "after-bucket-deleted",
@@ -34,6 +33,12 @@ pub const POINTS: &[&str] = &[
 /// wrote with the finalizer, when it is let go (its claim deleted, or the
 /// child itself): the claims of this version never reach them.
 pub const OLDER_CHILDREN_POINTS: &[&str] = &["after-secret-released", "after-config-map-released"];
+
+/// Points reached only by a claim that an older version prepared without
+/// `spec.objectBucketName` (or whose schema prunes the field), when it is
+/// recorded at bind: this version writes it with the claim's finalizer, so
+/// its claims never reach them.
+pub const OLDER_CLAIMS_POINTS: &[&str] = &["after-claim-bound"];
 
 /// Points reached only after bind, by a change to a Bound claim (its
 /// `additionalConfig` updated, its credentials rotated): walked by their own
@@ -58,8 +63,9 @@ pub fn hit(name: &str) {
     debug_assert!(
         POINTS.contains(&name)
             || AFTER_BIND_POINTS.contains(&name)
-            || OLDER_CHILDREN_POINTS.contains(&name),
-        "failpoint {name} is not in POINTS, AFTER_BIND_POINTS or OLDER_CHILDREN_POINTS"
+            || OLDER_CHILDREN_POINTS.contains(&name)
+            || OLDER_CLAIMS_POINTS.contains(&name),
+        "failpoint {name} is not in POINTS, AFTER_BIND_POINTS, OLDER_CHILDREN_POINTS or OLDER_CLAIMS_POINTS"
     );
     hit_provisioner(name);
 }
@@ -104,7 +110,7 @@ pub(crate) fn hit_names_in(sources: &[&str]) -> std::collections::BTreeSet<Strin
 
 #[cfg(test)]
 mod tests {
-    use super::{AFTER_BIND_POINTS, OLDER_CHILDREN_POINTS, POINTS};
+    use super::{AFTER_BIND_POINTS, OLDER_CHILDREN_POINTS, OLDER_CLAIMS_POINTS, POINTS};
     use std::collections::BTreeSet;
 
     /// The names passed to `hit` in the reconcilers' and writes' source.
@@ -129,6 +135,7 @@ mod tests {
             .iter()
             .chain(AFTER_BIND_POINTS)
             .chain(OLDER_CHILDREN_POINTS)
+            .chain(OLDER_CLAIMS_POINTS)
             .copied()
             .collect();
         let listed: BTreeSet<String> = all.iter().map(|p| (*p).to_owned()).collect();

@@ -71,8 +71,9 @@ pub const APPLIED_CONFIG_ANNOTATION: &str = "objectbucket.io/applied-config";
 
 /// Annotation on a claim naming the ObjectBucket chosen for it when the
 /// default `obc-<namespace>-<name>` is taken by another claim or longer than
-/// 253 characters: `obc-<claim uid>`. Written with the finalizer, before
-/// anything is created, and copied into `spec.objectBucketName` at bind.
+/// 253 characters: `obc-<claim uid>`. Written before the claim is
+/// prepared, and copied into `spec.objectBucketName` with the finalizer,
+/// before anything is created.
 pub const OBJECT_BUCKET_NAME_ANNOTATION: &str = "objectbucket.io/object-bucket-name";
 
 /// Annotation on the claim's Secret: the SHA-256 (hex) of the data the
@@ -158,8 +159,13 @@ pub mod config_map_keys {
     printcolumn = r#"{"name":"Bucket","type":"string","description":"ObjectBucket bound to the claim","jsonPath":".spec.objectBucketName"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
+#[kube(
+    validation = pinned_once_bound("storageClassName", "the bucket lives in the store of the class it was provisioned from; create a new claim for another class"),
+    validation = pinned_once_bound("bucketName", "the claim's bucket keeps its name; create a new claim for another bucket"),
+    validation = pinned_once_bound("generateBucketName", "the bucket's name was generated from it once; create a new claim for another bucket"),
+)]
 #[serde(rename_all = "camelCase")]
-#[schemars(extend("x-kubernetes-validations" = immutable_after_bind()))]
+#[schemars(extend("x-kubernetes-validations" = object_bucket_name_pinned()))]
 pub struct ObjectBucketClaimSpec {
     /// StorageClass naming the provisioner and its parameters.
     #[serde(default)]
@@ -172,7 +178,9 @@ pub struct ObjectBucketClaimSpec {
     /// characters are appended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub generate_bucket_name: Option<String>,
-    /// Name of the ObjectBucket bound to this claim; set by the provisioner.
+    /// Name of the ObjectBucket this claim binds to; set by the provisioner
+    /// when it first takes the claim, before anything is created (the
+    /// claim is bound once its status says `Bound`). Cannot change once set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub object_bucket_name: Option<String>,
     /// Free-form settings handed to the provisioner (quotas, policies...).
@@ -180,43 +188,54 @@ pub struct ObjectBucketClaimSpec {
     pub additional_config: Option<BTreeMap<String, String>>,
 }
 
-/// The apiserver's transition rules (CEL) for a claim's spec: once
-/// `spec.objectBucketName` is set (the claim is bound), the fields that
-/// chose its bucket cannot change, and the binding itself cannot move.
-/// Before bind anything may change; objects written by the Go library or
-/// older versions are created as they are (transition rules only judge
-/// updates), and binding (setting `objectBucketName`) is always allowed.
-fn immutable_after_bind() -> serde_json::Value {
-    const BOUND: &str = "!has(oldSelf.objectBucketName) || oldSelf.objectBucketName == ''";
-    let same = |field: &str| {
-        format!(
-            "{BOUND} || (has(self.{field}) ? self.{field} : '') == (has(oldSelf.{field}) ? oldSelf.{field} : '')"
-        )
+/// The apiserver's transition rule (CEL) on `spec.objectBucketName`: once
+/// set, it cannot change, so a claim never moves to another ObjectBucket.
+/// The provisioner sets it when it first protects the claim, before
+/// anything exists; a user may set it when creating the claim; objects
+/// written by the Go library or older versions are created as they are
+/// (transition rules only judge updates).
+fn object_bucket_name_pinned() -> serde_json::Value {
+    serde_json::json!([{
+        "rule": format!("!has(oldSelf.objectBucketName) || oldSelf.objectBucketName == '' || {}", same("objectBucketName")),
+        "message": "spec.objectBucketName cannot change once set: the claim is bound, or being bound, to that ObjectBucket; create a new claim to get another bucket",
+    }])
+}
+
+/// The apiserver's transition rule (CEL, on the whole claim: it reads the
+/// status) on a field that chose the claim's bucket: it cannot change
+/// while the claim's status says Bound. The status is the provisioner's
+/// alone (tenants are not granted `objectbucketclaims/status`), and it is
+/// written Bound only once the bucket, its ObjectBucket and the claim's
+/// Secret and ConfigMap exist. Before that (a claim refused, or waiting),
+/// the claim stays fixable: its class or bucket name can still change.
+/// `spec.objectBucketName` no longer tells (it is set before anything
+/// exists). A bound claim whose status shows a problem may be edited; the
+/// provisioner still follows its ObjectBucket (a changed class is refused,
+/// `StorageClassChanged`; a bucket name is the ObjectBucket's).
+fn pinned_once_bound(field: &str, why: &str) -> kube::core::Rule {
+    kube::core::Rule::new(format!(
+        "!has(oldSelf.status) || !has(oldSelf.status.phase) || oldSelf.status.phase != 'Bound' || {}",
+        same(&format!("spec.{field}"))
+    ))
+    .message(
+        format!("spec.{field} cannot change after the claim is bound (its status is Bound): {why}")
+            .as_str(),
+    )
+}
+
+/// CEL: the field (a path from `self`) is the same in `self` and `oldSelf`,
+/// an absent one counting as empty.
+fn same(path: &str) -> String {
+    let (parent, field) = path.rsplit_once('.').unwrap_or(("", path));
+    let at = |root: &str| {
+        let object = if parent.is_empty() {
+            root.to_owned()
+        } else {
+            format!("{root}.{parent}")
+        };
+        format!("(has({object}.{field}) ? {object}.{field} : '')")
     };
-    let rule = |field: &str, why: &str| {
-        serde_json::json!({
-            "rule": same(field),
-            "message": format!("spec.{field} cannot change after the claim is bound (spec.objectBucketName is set): {why}"),
-        })
-    };
-    serde_json::json!([
-        rule(
-            "objectBucketName",
-            "the claim stays bound to its ObjectBucket; create a new claim to get another bucket"
-        ),
-        rule(
-            "storageClassName",
-            "the bucket lives in the store of the class it was provisioned from; create a new claim for another class"
-        ),
-        rule(
-            "bucketName",
-            "the claim's bucket keeps its name; create a new claim for another bucket"
-        ),
-        rule(
-            "generateBucketName",
-            "the bucket's name was generated from it once; create a new claim for another bucket"
-        ),
-    ])
+    format!("{} == {}", at("self"), at("oldSelf"))
 }
 
 /// Observed state of a claim. Written only by the provisioner.

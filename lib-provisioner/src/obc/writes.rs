@@ -81,24 +81,30 @@ fn release_patch(meta: &ObjectMeta) -> serde_json::Value {
     json!({ "metadata": { "resourceVersion": meta.resource_version, "finalizers": finalizers } })
 }
 
-/// Adds finalizer and label to the claim and persists a generated bucket name.
+/// Adds finalizer and label to the claim and persists a generated bucket
+/// name and `spec.objectBucketName`, those given, in one patch guarded by
+/// `resourceVersion`.
 pub(crate) async fn prepare_claim(
     client: &Client,
     claim: &ObjectBucketClaim,
     label: &str,
     generated_name: Option<&str>,
+    bind_to: Option<&str>,
 ) -> Result<ObjectBucketClaim> {
     let annotations = generated_name
         .map(|n| BTreeMap::from([(GENERATED_NAME_ANNOTATION, n)]))
         .unwrap_or_default();
-    let patch = adopt_patch(&claim.metadata, label, annotations);
+    let mut patch = adopt_patch(&claim.metadata, label, annotations);
+    if let Some(ob_name) = bind_to {
+        patch["spec"] = json!({ "objectBucketName": ob_name });
+    }
     claim_api(client, claim)?
         .patch(&claim.name_any(), &params(), &Patch::Merge(patch))
         .await
         .map_err(Error::claim("add the finalizer to the claim"))
 }
 
-/// Records `spec.objectBucketName`.
+/// Records `spec.objectBucketName` on a claim prepared without it.
 pub(crate) async fn bind_claim(
     client: &Client,
     claim: &ObjectBucketClaim,

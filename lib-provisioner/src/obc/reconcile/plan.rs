@@ -276,10 +276,7 @@ fn check_object_bucket(o: &Observed, ob: &ObjectBucket) -> Result<(), Step> {
     if !claim_ref_matches(ob, &o.claim) {
         return Err(Step::Reject(Problem::new(
             "ObjectBucketTaken",
-            format!(
-                "ObjectBucket {ob_name} is bound to an earlier claim with this name{}: delete that ObjectBucket (a retained bucket is kept in the store) or give the claim another name",
-                released_note(ob)
-            ),
+            object_bucket_taken(o, ob, &ob_name),
         )));
     }
     if ob.metadata.deletion_timestamp.is_some() {
@@ -322,15 +319,22 @@ fn live_step(o: &Observed, v: Valid<'_>) -> Step {
         BucketName::Generate(prefix) => Some(prefix.clone()),
         BucketName::Known(_) => None,
     };
+    let bind_to = names::bind_at_prepare(&o.claim);
     if !has_finalizer(&o.claim.metadata)
         || !has_label(&o.claim.metadata, &o.label)
         || generate_from.is_some()
     {
-        return Step::PrepareClaim { generate_from };
+        return Step::PrepareClaim {
+            generate_from,
+            bind_to,
+        };
     }
     let BucketName::Known(bucket_name) = v.name else {
         // Unreachable: PrepareClaim persisted the generated name above.
-        return Step::PrepareClaim { generate_from };
+        return Step::PrepareClaim {
+            generate_from,
+            bind_to,
+        };
     };
     // Two greenfield claims asking for one name at once both pass the
     // cache's check (name_holder); the apiserver lets only one create the
@@ -434,7 +438,8 @@ fn is_deleting(meta: Option<&ObjectMeta>) -> bool {
     meta.is_some_and(|m| m.deletion_timestamp.is_some() && has_finalizer(m))
 }
 
-/// The binding, recorded on the claim, then on both statuses.
+/// The binding, on both statuses (and on the claim, for claims prepared
+/// without it by older versions).
 fn binding_step(o: &Observed, ob: &ObjectBucket) -> Step {
     let ob_name = object_bucket_name(&o.claim);
     if !o.bind_pruned && o.claim.spec.object_bucket_name.as_deref() != Some(ob_name.as_str()) {
@@ -470,6 +475,29 @@ fn bound_here(o: &Observed) -> bool {
             && has_label(&ob.metadata, &o.label)
             && ob.bucket_name().is_some()
     })
+}
+
+/// What to do about an ObjectBucket of the claim's name that another claim
+/// holds: an earlier claim of this namespace and name (retained, or being
+/// torn down), or a claim elsewhere whose `obc-<ns>-<name>` is the same
+/// (`a-b`/`c` and `a`/`b-c`), named without saying which: it may be
+/// another tenant's. The second happens to a claim that lost the race to
+/// create it: `spec.objectBucketName`, recorded when the claim was
+/// prepared, cannot change, but a claim created again is given a name of
+/// its own (see `names::own_object_bucket_name`).
+fn object_bucket_taken(o: &Observed, ob: &ObjectBucket, ob_name: &str) -> String {
+    let same_name = ob.spec.claim_ref.as_ref().is_some_and(|r| {
+        r.namespace == o.claim.metadata.namespace && r.name == o.claim.metadata.name
+    });
+    if same_name {
+        return format!(
+            "ObjectBucket {ob_name} is bound to an earlier claim with this name{}: delete that ObjectBucket (a retained bucket is kept in the store) or give the claim another name",
+            released_note(ob)
+        );
+    }
+    format!(
+        "ObjectBucket {ob_name} is bound to a claim of another namespace or name: delete this claim and create it again without spec.objectBucketName (it is then given an ObjectBucket name of its own), or give it another name"
+    )
 }
 
 fn released_note(ob: &ObjectBucket) -> &'static str {

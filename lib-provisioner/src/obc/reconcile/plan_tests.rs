@@ -63,6 +63,13 @@ fn prepare(c: &mut ObjectBucketClaim, generated: Option<&str>) {
     }
 }
 
+/// Prepared as this version prepares a new claim: `spec.objectBucketName`
+/// recorded with the finalizer.
+fn prepare_now(c: &mut ObjectBucketClaim, generated: Option<&str>) {
+    prepare(c, generated);
+    c.spec.object_bucket_name = Some("obc-team-photos".into());
+}
+
 pub(super) fn ob_for(c: &ObjectBucketClaim, bucket: &str, origin: Option<&str>) -> ObjectBucket {
     let mut ob = ObjectBucket::new(
         "obc-team-photos",
@@ -142,10 +149,11 @@ fn a_fresh_generated_claim_is_provisioned_in_order() {
     assert_eq!(
         next_step(&o),
         Step::PrepareClaim {
-            generate_from: Some("photos".into())
+            generate_from: Some("photos".into()),
+            bind_to: Some("obc-team-photos".into())
         }
     );
-    prepare(&mut o.claim, Some("photos-abcd1234"));
+    prepare_now(&mut o.claim, Some("photos-abcd1234"));
     assert_eq!(
         next_step(&o),
         Step::CreateObjectBucket {
@@ -175,8 +183,7 @@ fn a_fresh_generated_claim_is_provisioned_in_order() {
     assert_eq!(next_step(&o), Step::WriteConfigMap);
     o.config_map = Some(child_of(&o.claim, true));
     o.config_map_synced = true;
-    assert_eq!(next_step(&o), Step::BindClaim);
-    o.claim.spec.object_bucket_name = Some("obc-team-photos".into());
+    // spec.objectBucketName came with the finalizer: no claim write here.
     assert_eq!(next_step(&o), Step::MarkObjectBucketBound);
     if let Some(ob) = o.ob.as_mut() {
         ob.status = Some(ObjectBucketStatus {
@@ -485,10 +492,12 @@ fn upgrade_without_labels_or_finalizers_is_adopted() {
     o.claim.metadata.labels = None;
     o.claim.metadata.annotations = None;
     o.claim.spec.bucket_name = Some("photos-abcd1234".into()); // written back by an old version
+    // Its spec.objectBucketName is kept as the Go library wrote it.
     assert_eq!(
         next_step(&o),
         Step::PrepareClaim {
-            generate_from: None
+            generate_from: None,
+            bind_to: None
         }
     );
     prepare(&mut o.claim, None);
@@ -514,7 +523,8 @@ fn both_names_written_back_by_an_older_version_are_accepted() {
     assert_eq!(
         next_step(&o),
         Step::PrepareClaim {
-            generate_from: None
+            generate_from: None,
+            bind_to: Some("obc-team-photos".into())
         }
     );
 }
@@ -880,4 +890,112 @@ fn a_retain_claim_deleted_before_its_object_bucket_does_not_orphan_its_bucket() 
             delete_bucket: false
         }
     );
+}
+
+#[test]
+fn only_a_claim_protected_for_the_first_time_gets_its_object_bucket_name_at_prepare() {
+    // A claim an older version prepared (finalizer, no objectBucketName)
+    // that lacks the label: prepared again, without the name, which comes
+    // at bind: that version may have provisioned before its ObjectBucket.
+    let mut c = generated_claim();
+    prepare(&mut c, Some("photos-abcd1234"));
+    c.metadata.labels = None;
+    let mut o = observed(c, class(&[], None));
+    assert_eq!(
+        next_step(&o),
+        Step::PrepareClaim {
+            generate_from: None,
+            bind_to: None
+        }
+    );
+    prepare(&mut o.claim, Some("photos-abcd1234"));
+    o.ob = Some(ob_for(&o.claim, "photos-abcd1234", Some("greenfield")));
+    o.secret = Some(child_of(&o.claim, true));
+    o.config_map = Some(child_of(&o.claim, true));
+    assert_eq!(next_step(&o), Step::BindClaim);
+    // A name the user wrote is kept.
+    let mut c = generated_claim();
+    c.spec.generate_bucket_name = None;
+    c.spec.bucket_name = Some("mine".into());
+    c.spec.object_bucket_name = Some("obc-mine".into());
+    assert_eq!(
+        next_step(&observed(c, class(&[], None))),
+        Step::PrepareClaim {
+            generate_from: None,
+            bind_to: None
+        }
+    );
+}
+
+#[test]
+fn a_claim_of_this_version_deleted_before_its_reservation_tears_nothing_down_by_name() {
+    // Crash after PrepareClaim (or the name's Lease), then the claim is
+    // deleted: no ObjectBucket was reserved, so no provisioner call was
+    // made, and spec.objectBucketName (written with the finalizer) says so.
+    let mut c = generated_claim();
+    prepare_now(&mut c, Some("photos-abcd1234"));
+    let mut o = deleting(observed(c, class(&[], Some("Retain"))));
+    assert_eq!(next_step(&o), Step::RemoveClaimFinalizer);
+    o.name_records = true;
+    assert_eq!(
+        next_step(&o),
+        Step::ReleaseBucketName {
+            bucket_name: "photos-abcd1234".into()
+        }
+    );
+}
+
+#[test]
+fn the_generation_is_held_only_for_a_bucket_made_for_the_claim() {
+    // Prepared by this version, reserved, its config edited before the
+    // provisioner ran: spec.objectBucketName is set, yet nothing is bound.
+    let mut c = generated_claim();
+    prepare_now(&mut c, Some("photos-abcd1234"));
+    let mut o = observed(c, class(&[], None));
+    o.ob = Some(reserved(ob_for(
+        &o.claim,
+        "photos-abcd1234",
+        Some("greenfield"),
+    )));
+    o.claim
+        .spec
+        .additional_config
+        .get_or_insert_default()
+        .insert("maxSize".into(), "1Gi".into());
+    assert!(!records::holds_generation(&o));
+    // Completed: the bucket is the claim's, and its config is not applied.
+    o.ob = o.ob.take().map(|mut ob| {
+        if let Some(a) = ob.metadata.annotations.as_mut() {
+            a.remove(crate::obc::api::RESERVED_ANNOTATION);
+        }
+        ob
+    });
+    assert!(records::holds_generation(&o));
+}
+
+#[test]
+fn a_claim_that_lost_the_race_for_its_object_bucket_name_is_told_to_be_created_again() {
+    // "a-b"/"c" and "a"/"b-c" prepared at once, both recording obc-a-b-c;
+    // the other created it first. The recorded name cannot move.
+    let mut c = generated_claim();
+    prepare_now(&mut c, Some("photos-abcd1234"));
+    let mut o = observed(c, class(&[], None));
+    let mut theirs = ob_for(&o.claim, "theirs-abcd1234", Some("greenfield"));
+    if let Some(r) = theirs.spec.claim_ref.as_mut() {
+        r.namespace = Some("team-x".into());
+        r.name = Some("y".into());
+        r.uid = Some("their-uid".into());
+    }
+    o.ob = Some(theirs);
+    match next_step(&o) {
+        Step::Reject(p) => {
+            assert_eq!(p.reason, "ObjectBucketTaken");
+            assert!(p.message.contains("create it again"), "{}", p.message);
+            assert!(
+                !p.message.contains("team-x"),
+                "names no other tenant's claim"
+            );
+        }
+        other => panic!("expected a rejection, got {other:?}"),
+    }
 }

@@ -52,9 +52,10 @@ pub(super) async fn execute<P: Provisioner>(
         Step::ReleaseBucketName { bucket_name } => {
             provision::release_bucket_name(bucket_name, o, ctx).await
         }
-        Step::PrepareClaim { generate_from } => {
-            provision::prepare_claim(generate_from, o, ctx).await
-        }
+        Step::PrepareClaim {
+            generate_from,
+            bind_to,
+        } => provision::prepare_claim(generate_from, bind_to, o, ctx).await,
         Step::ObtainAccess {
             bucket_name,
             origin,

@@ -1,11 +1,11 @@
 //! Reading the metadata a decision looks at: finalizers, labels,
-//! annotations, owner references and the claim's recorded binding.
+//! annotations, owner references and what records the claim's bucket.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::obc::api::{
     ClaimPhase, FINALIZER, GENERATED_NAME_ANNOTATION, ObjectBucket, ObjectBucketClaim,
-    PROVISIONER_LABEL,
+    PROVISIONER_LABEL, RESERVED_ANNOTATION,
 };
 
 /// Whether an ObjectBucket's `claimRef` points at this claim: by UID when
@@ -58,13 +58,33 @@ pub(crate) fn annotation<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str>
         .filter(|v| !v.is_empty())
 }
 
-pub(crate) fn was_bound(claim: &ObjectBucketClaim) -> bool {
+/// Whether an ObjectBucket records every bucket ever made for the claim,
+/// so that the ObjectBucket missing means its teardown ran, or nothing was
+/// made, and that a generated name it held is not to be generated anew.
+///
+/// `spec.objectBucketName` says so whoever wrote it: older versions and the
+/// Go library at bind (the ObjectBucket existed), this version with the
+/// claim's finalizer (the ObjectBucket is then reserved before every
+/// provisioner call: no bucket is made without one), a user before that
+/// (then too). A Bound status says so under a schema that prunes the
+/// field. It does *not* say the claim was bound: for that, see
+/// [`holds_bucket_of`].
+pub(crate) fn recorded_on_object_bucket(claim: &ObjectBucketClaim) -> bool {
     claim
         .spec
         .object_bucket_name
         .as_deref()
         .is_some_and(|n| !n.is_empty())
         || claim.status.as_ref().and_then(|s| s.phase) == Some(ClaimPhase::Bound)
+}
+
+/// Whether `ob` holds a bucket made (or granted) for this claim: bound to
+/// it by its `claimRef` and no longer a reservation. The proof that the
+/// claim was bound: the ObjectBucket is cluster-scoped and only the
+/// controller writes it, while the claim's spec (`objectBucketName`
+/// included) and metadata are its tenant's.
+pub(crate) fn holds_bucket_of(ob: &ObjectBucket, claim: &ObjectBucketClaim) -> bool {
+    claim_ref_matches(ob, claim) && annotation(&ob.metadata, RESERVED_ANNOTATION).is_none()
 }
 
 /// The status is Bound with a Bound condition; and, unless the current

@@ -3,7 +3,7 @@
 
 use k8s_openapi::api::storage::v1::StorageClass;
 
-use super::meta::{annotation, has_finalizer, was_bound};
+use super::meta::{annotation, has_finalizer, recorded_on_object_bucket};
 use super::{BucketName, Observed, Problem};
 use crate::core::names;
 use crate::obc::api::{
@@ -23,6 +23,21 @@ pub(crate) fn object_bucket_name(claim: &ObjectBucketClaim) -> String {
         .or_else(|| annotation(&claim.metadata, OBJECT_BUCKET_NAME_ANNOTATION))
         .map(str::to_owned)
         .unwrap_or_else(|| default_object_bucket_name(claim))
+}
+
+/// The `spec.objectBucketName` to record when the claim is first protected
+/// (it has no finalizer yet) and names none: the ObjectBucket it will bind
+/// to, known before anything exists. `None` for a claim prepared earlier:
+/// an older version may have provisioned it before its ObjectBucket
+/// existed, and the field would then hide a bucket only its name records
+/// from the teardown by name (see `teardown`); such claims get it at bind.
+pub(crate) fn bind_at_prepare(claim: &ObjectBucketClaim) -> Option<String> {
+    let named = claim
+        .spec
+        .object_bucket_name
+        .as_deref()
+        .is_some_and(|n| !n.is_empty());
+    (!named && !has_finalizer(&claim.metadata)).then(|| object_bucket_name(claim))
 }
 
 fn default_object_bucket_name(claim: &ObjectBucketClaim) -> String {
@@ -50,7 +65,7 @@ pub(crate) fn own_object_bucket_name(o: &Observed) -> Option<String> {
         .as_deref()
         .is_some_and(|n| !n.is_empty())
         || annotation(&claim.metadata, OBJECT_BUCKET_NAME_ANNOTATION).is_some();
-    if chosen || was_bound(claim) {
+    if chosen || recorded_on_object_bucket(claim) {
         return None;
     }
     let too_long = default_object_bucket_name(claim).len() > MAX_OBJECT_NAME_LEN;
@@ -94,7 +109,7 @@ pub(crate) fn bucket_name(
         return brownfield_name(o, class, exact);
     }
 
-    let processed = has_finalizer(&o.claim.metadata) || was_bound(&o.claim);
+    let processed = has_finalizer(&o.claim.metadata) || recorded_on_object_bucket(&o.claim);
     match (exact, prefix) {
         (None, None) => {
             if let Some(generated) = annotation(&o.claim.metadata, GENERATED_NAME_ANNOTATION) {
@@ -124,13 +139,13 @@ pub(crate) fn bucket_name(
             if let Some(generated) = annotation(&o.claim.metadata, GENERATED_NAME_ANNOTATION) {
                 return validated(generated, "the generated bucket name");
             }
-            if was_bound(&o.claim) {
-                // The ObjectBucket was the only record of the generated name:
-                // generating another would create a second bucket.
+            if recorded_on_object_bucket(&o.claim) {
+                // The ObjectBucket was the only record of the generated name
+                // left: generating another could create a second bucket.
                 return Err(Problem::new(
                     "ObjectBucketMissing",
                     format!(
-                        "the claim was bound but ObjectBucket {} is gone, and with it the generated bucket name: restore the ObjectBucket, or set spec.bucketName to the bucket's name",
+                        "ObjectBucket {} is gone, and with it the bucket name generated for this claim (the claim's objectbucket.io/generated-bucket-name annotation is gone too): restore the ObjectBucket, or set spec.bucketName to the bucket's name",
                         object_bucket_name(&o.claim)
                     ),
                 ));

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::storage::v1::StorageClass;
 
-use super::meta::{annotation, was_bound};
+use super::meta::{annotation, holds_bucket_of};
 use super::{ClassState, Observed};
 use crate::obc::api::{
     ACCESS_KEY_ANNOTATION, APPLIED_CONFIG_ANNOTATION, CLASS_PARAMETERS_ANNOTATION, ObjectBucket,
@@ -132,6 +132,12 @@ pub(crate) fn config_applied(o: &Observed) -> bool {
 /// pending, or not tried yet). A problem shown meanwhile (an API error, a
 /// failed Secret repair), or the Bound status written after it, must not
 /// say that spec was observed, nor that its config is applied.
+///
+/// Bound is read from the ObjectBucket (its bucket made for this claim),
+/// not from `spec.objectBucketName`, which this version writes before
+/// anything exists and which the claim's tenant may write.
 pub(crate) fn holds_generation(o: &Observed) -> bool {
-    was_bound(&o.claim) && !config_applied(o)
+    o.ob.as_ref()
+        .is_some_and(|ob| holds_bucket_of(ob, &o.claim))
+        && !config_applied(o)
 }

@@ -19,8 +19,14 @@ pub(crate) enum Step {
     NameObjectBucket { name: String },
     /// Add the finalizer and label, and persist a generated bucket name, in
     /// one patch: nothing is created before the claim is protected and its
-    /// name fixed.
-    PrepareClaim { generate_from: Option<String> },
+    /// name fixed. A claim protected for the first time also gets
+    /// `spec.objectBucketName` (`bind_to`) in that patch: the ObjectBucket
+    /// it binds to is known before anything exists, and recording it then
+    /// saves the later claim write older versions made at bind.
+    PrepareClaim {
+        generate_from: Option<String>,
+        bind_to: Option<String>,
+    },
     /// Take the record of a greenfield bucket name that the apiserver lets
     /// only one claim create (a Lease in the provisioner's namespace), or
     /// confirm this claim holds it: before anything is reserved or
@@ -67,7 +73,8 @@ pub(crate) enum Step {
     WriteConfigMap,
     /// Give an existing ConfigMap of this claim our label and finalizer.
     AdoptConfigMap,
-    /// Record `spec.objectBucketName` on the claim.
+    /// Record `spec.objectBucketName` on a claim prepared without it (by an
+    /// older version, or the Go library under a schema that pruned it).
     BindClaim,
     /// Set the ObjectBucket's status phase to Bound.
     MarkObjectBucketBound,

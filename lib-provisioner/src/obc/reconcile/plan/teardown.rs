@@ -3,7 +3,8 @@
 //! cleanup of the ObjectBucket reconciler follow.
 
 use super::meta::{
-    annotation, claim_ref_matches, fixed_bucket_name, has_finalizer, has_label, owned_by, was_bound,
+    annotation, claim_ref_matches, fixed_bucket_name, has_finalizer, has_label, owned_by,
+    recorded_on_object_bucket,
 };
 use super::names::brownfield_bucket;
 use super::{ClassState, Observed, Step};
@@ -44,12 +45,14 @@ pub(super) fn next_deletion_step(o: &Observed) -> Step {
             return Step::ReleaseObjectBucket;
         }
     }
-    if o.ob.is_none() && !o.torn_down && !was_bound(&o.claim) {
-        // The pass that was provisioning may have died after the bucket was
-        // created and before its ObjectBucket was: tear down by name, so no
-        // bucket outlives its claim. The provisioner only deletes what it
-        // created for this claim. A claim that was bound had an ObjectBucket;
-        // if that is gone, its teardown already ran.
+    if o.ob.is_none() && !o.torn_down && !recorded_on_object_bucket(&o.claim) {
+        // A pass of an older version, which provisioned before it created
+        // the ObjectBucket, may have died between the two: tear down by
+        // name, so no bucket outlives its claim. The provisioner only
+        // deletes what it created for this claim. A claim whose buckets an
+        // ObjectBucket records (bound, or prepared by this version, which
+        // reserves it before any provisioner call) is torn down through it;
+        // if that is gone, its teardown already ran or nothing was made.
         //
         // Reclaim policy Retain keeps the bucket of a claim that was bound.
         // This one never was, and nothing would record a kept bucket (there is

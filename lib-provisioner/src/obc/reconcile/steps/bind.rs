@@ -1,5 +1,5 @@
-//! The binding: recorded on the claim, then on the ObjectBucket's and the
-//! claim's status.
+//! The binding: on the ObjectBucket's and the claim's status (and on the
+//! claim's spec for claims prepared without it by older versions).
 
 use kube::ResourceExt;
 use kube::runtime::events::EventType;
@@ -13,7 +13,8 @@ use crate::obc::reconcile::steps::Flow;
 use crate::obc::reconcile::{Context, status};
 use crate::obc::writes;
 
-/// Records `spec.objectBucketName` on the claim.
+/// Records `spec.objectBucketName` on a claim an older version prepared
+/// without it (this version writes it with the finalizer).
 pub(super) async fn bind_claim<P: Provisioner>(o: &mut Observed, ctx: &Context<P>) -> Result<Flow> {
     let ob_name = plan::object_bucket_name(&o.claim);
     o.claim = writes::bind_claim(&ctx.client, &o.claim, &ob_name).await?;

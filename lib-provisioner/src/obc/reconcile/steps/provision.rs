@@ -18,9 +18,11 @@ use crate::obc::reconcile::read::{claim_key, refresh_claim};
 use crate::obc::reconcile::steps::Flow;
 use crate::obc::writes::{self, NewObjectBucket};
 
-/// Finalizer, label and a generated name in one patch, then a read-back.
+/// Finalizer, label, a generated name and the ObjectBucket's name in one
+/// patch, then a read-back.
 pub(super) async fn prepare_claim<P: Provisioner>(
     generate_from: Option<String>,
+    bind_to: Option<String>,
     o: &mut Observed,
     ctx: &Context<P>,
 ) -> Result<Flow> {
@@ -28,8 +30,14 @@ pub(super) async fn prepare_claim<P: Provisioner>(
         Some(prefix) => Some(names::generate_bucket_name(&prefix).map_err(Error::InvalidClaim)?),
         None => None,
     };
-    o.claim =
-        writes::prepare_claim(&ctx.client, &o.claim, &ctx.label, generated.as_deref()).await?;
+    o.claim = writes::prepare_claim(
+        &ctx.client,
+        &o.claim,
+        &ctx.label,
+        generated.as_deref(),
+        bind_to.as_deref(),
+    )
+    .await?;
     failpoint::hit("after-claim-prepared");
     // A DELETE that raced the finalizer may still remove the claim:
     // the apiserver decided before the finalizer landed. Confirm the
