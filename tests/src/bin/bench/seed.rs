@@ -129,7 +129,7 @@ pub async fn seed(
                     .await
                     .with_context(|| format!("seeding claim {ns}/{name}"))?;
                 let d = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-                if d % step == 0 || d == n {
+                if d.is_multiple_of(step) || d == n {
                     out(format!(
                         "    ... {d}/{n} seeded ({:.0} claims/s; load average {})",
                         d as f64 / t0.elapsed().as_secs_f64(),
