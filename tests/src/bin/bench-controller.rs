@@ -316,70 +316,42 @@ async fn caches_only(client: kube::Client, args: &Args) -> Result<()> {
                 "cache listed"
             );
         };
-        let before = rss();
-        let (claims, feed) = probe_cache(
+        // Each cache listed on its own, its resident memory read around it.
+        macro_rules! listed {
+            ($name:expr, $api:expr, $wc:expr, $keep:expr) => {{
+                let before = rss();
+                let (store, feed) = probe_cache($api, $wc, strip, $keep).await;
+                record($name, store.state().len(), before);
+                feeds.push(feed);
+            }};
+        }
+        listed!(
+            "claims",
             Api::<ObjectBucketClaim>::all(client.clone()),
             wc.clone(),
-            strip,
-            |k| k,
-        )
-        .await;
-        record("claims", claims.state().len(), before);
-        feeds.push(feed);
-        let before = rss();
-        let (buckets, feed) = probe_cache(
+            |k| k
+        );
+        listed!(
+            "objectbuckets",
             Api::<ObjectBucket>::all(client.clone()),
             wc.clone(),
-            strip,
-            |k| k,
-        )
-        .await;
-        record("objectbuckets", buckets.state().len(), before);
-        feeds.push(feed);
+            |k| k
+        );
+        let secrets = Api::<PartialObjectMeta<Secret>>::all(client.clone());
+        let config_maps = Api::<PartialObjectMeta<ConfigMap>>::all(client.clone());
         // The children as the library keeps them (stripped), or as
         // `PartialObjectMeta` with their managedFields (not stripped).
         if strip {
-            let before = rss();
-            let (secrets, feed) = probe_cache(
-                Api::<PartialObjectMeta<Secret>>::all(client.clone()),
+            listed!("secrets", secrets, child_wc.clone(), CachedChild::from);
+            listed!(
+                "configmaps",
+                config_maps,
                 child_wc.clone(),
-                true,
-                CachedChild::from,
-            )
-            .await;
-            record("secrets", secrets.state().len(), before);
-            feeds.push(feed);
-            let before = rss();
-            let (config_maps, feed) = probe_cache(
-                Api::<PartialObjectMeta<ConfigMap>>::all(client.clone()),
-                child_wc.clone(),
-                true,
-                CachedChild::from,
-            )
-            .await;
-            record("configmaps", config_maps.state().len(), before);
-            feeds.push(feed);
+                CachedChild::from
+            );
         } else {
-            let before = rss();
-            let (secrets, feed) = probe_cache(
-                Api::<PartialObjectMeta<Secret>>::all(client.clone()),
-                child_wc.clone(),
-                false,
-                |k| k,
-            )
-            .await;
-            record("secrets", secrets.state().len(), before);
-            feeds.push(feed);
-            let before = rss();
-            let (config_maps, feed) = probe_cache(
-                Api::<PartialObjectMeta<ConfigMap>>::all(client.clone()),
-                child_wc.clone(),
-                false,
-                |k| k,
-            )
-            .await;
-            record("configmaps", config_maps.state().len(), before);
-            feeds.push(feed);
+            listed!("secrets", secrets, child_wc.clone(), |k| k);
+            listed!("configmaps", config_maps, child_wc.clone(), |k| k);
         }
         tracing::info!(strip, "caches are synced");
         ready.store(true, Ordering::Relaxed);

@@ -126,7 +126,8 @@ impl Controller {
         }
     }
 
-    pub async fn counts(&self) -> Result<Counts> {
+    /// The controller's (or the cache probe's) `/metrics`, parsed.
+    async fn scrape(&self) -> Result<Vec<prom::Sample>> {
         let text = self
             .http
             .get(format!("{}/metrics", self.base))
@@ -136,7 +137,11 @@ impl Controller {
             .error_for_status()?
             .text()
             .await?;
-        let s = prom::parse(&text);
+        Ok(prom::parse(&text))
+    }
+
+    pub async fn counts(&self) -> Result<Counts> {
+        let s = self.scrape().await?;
         let op = |name: &str| {
             prom::sum(&s, "obc_provisioner_operations_total", |l| {
                 l.get("operation").map(String::as_str) == Some(name)
@@ -161,16 +166,7 @@ impl Controller {
     /// What `bench-controller --caches-only` says each cache costs: per
     /// cache, its objects and the resident memory it added.
     pub async fn cache_costs(&self) -> Result<Vec<(String, f64, f64)>> {
-        let text = self
-            .http
-            .get(format!("{}/metrics", self.base))
-            .send()
-            .await
-            .context("scraping the cache probe's /metrics")?
-            .error_for_status()?
-            .text()
-            .await?;
-        let s = prom::parse(&text);
+        let s = self.scrape().await?;
         let of = |metric: &str, cache: &str| {
             prom::sum(&s, metric, |l| {
                 l.get("cache").map(String::as_str) == Some(cache)
