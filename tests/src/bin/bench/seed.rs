@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use kube::{Client, Resource};
 use lib_provisioner::api::{
@@ -75,8 +76,8 @@ impl Template {
             .context("the template claim is not bound")?
             .to_owned();
         let object_bucket = get(client, &resource::<ObjectBucket>(), None, &ob_name).await?;
-        let secret = get(client, &core("Secret", "secrets"), Some(ns), name).await?;
-        let config_map = get(client, &core("ConfigMap", "configmaps"), Some(ns), name).await?;
+        let secret = get(client, &resource::<Secret>(), Some(ns), name).await?;
+        let config_map = get(client, &resource::<ConfigMap>(), Some(ns), name).await?;
         Ok(Self {
             name: name.to_owned(),
             uid,
@@ -148,8 +149,8 @@ pub async fn seed(
 /// One claim's six writes: the claim, then side by side its status, the
 /// ObjectBucket and its status, the Secret and the ConfigMap.
 async fn seed_one(client: &Client, t: &Template, ns: &str, name: &str) -> Result<()> {
-    let claims =
-        Api::<DynamicObject>::namespaced_with(client.clone(), ns, &resource::<ObjectBucketClaim>());
+    let api = |ar: ApiResource| Api::<DynamicObject>::namespaced_with(client.clone(), ns, &ar);
+    let claims = api(resource::<ObjectBucketClaim>());
     let claim = t.copy(&t.claim, name, None)?;
     let created = claims.create(&post(SEEDER), &dynamic(&claim)?).await?;
     let uid = created.metadata.uid.clone().context("no uid")?;
@@ -157,14 +158,7 @@ async fn seed_one(client: &Client, t: &Template, ns: &str, name: &str) -> Result
     let claim_status = async {
         let mut status = claim.get("status").cloned().unwrap_or(Value::Null);
         set_observed_generation(&mut status, generation);
-        claims
-            .patch_status(
-                name,
-                &patch(),
-                &Patch::Merge(serde_json::json!({ "status": status })),
-            )
-            .await?;
-        anyhow::Ok(())
+        write_status(&claims, name, status).await
     };
     let object_bucket = async {
         let buckets = Api::<DynamicObject>::all_with(client.clone(), &resource::<ObjectBucket>());
@@ -173,35 +167,39 @@ async fn seed_one(client: &Client, t: &Template, ns: &str, name: &str) -> Result
             .pointer("/metadata/name")
             .and_then(Value::as_str)
             .context("no ObjectBucket name")?;
-        buckets
-            .create(&post(LIBRARY_MANAGER), &dynamic(&ob)?)
-            .await?;
+        create(&buckets, &ob).await?;
         let status = ob.get("status").cloned().unwrap_or(Value::Null);
-        buckets
-            .patch_status(
-                ob_name,
-                &patch(),
-                &Patch::Merge(serde_json::json!({ "status": status })),
-            )
-            .await?;
-        anyhow::Ok(())
+        write_status(&buckets, ob_name, status).await
     };
     let secret = async {
         let secret = t.copy(&t.secret, name, Some(&uid))?;
-        Api::<DynamicObject>::namespaced_with(client.clone(), ns, &core("Secret", "secrets"))
-            .create(&post(LIBRARY_MANAGER), &dynamic(&secret)?)
-            .await?;
-        anyhow::Ok(())
+        create(&api(resource::<Secret>()), &secret).await
     };
     let config_map = async {
         let mut config_map = t.copy(&t.config_map, name, Some(&uid))?;
         rehash_config_map(&mut config_map)?;
-        Api::<DynamicObject>::namespaced_with(client.clone(), ns, &core("ConfigMap", "configmaps"))
-            .create(&post(LIBRARY_MANAGER), &dynamic(&config_map)?)
-            .await?;
-        anyhow::Ok(())
+        create(&api(resource::<ConfigMap>()), &config_map).await
     };
     futures::try_join!(claim_status, object_bucket, secret, config_map)?;
+    Ok(())
+}
+
+/// Creates `object` as the library would have: under its field manager.
+async fn create(api: &Api<DynamicObject>, object: &Value) -> Result<()> {
+    api.create(&post(LIBRARY_MANAGER), &dynamic(object)?)
+        .await?;
+    Ok(())
+}
+
+/// Writes `status` onto object `name` (the status subresource: a create
+/// drops it).
+async fn write_status(api: &Api<DynamicObject>, name: &str, status: Value) -> Result<()> {
+    api.patch_status(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({ "status": status })),
+    )
+    .await?;
     Ok(())
 }
 
@@ -282,22 +280,8 @@ fn post(manager: &str) -> PostParams {
     }
 }
 
-fn patch() -> PatchParams {
-    PatchParams::default()
-}
-
 fn resource<K: Resource<DynamicType = ()>>() -> ApiResource {
     ApiResource::erase::<K>(&())
-}
-
-fn core(kind: &str, plural: &str) -> ApiResource {
-    ApiResource {
-        group: String::new(),
-        version: "v1".into(),
-        api_version: "v1".into(),
-        kind: kind.into(),
-        plural: plural.into(),
-    }
 }
 
 async fn get(client: &Client, ar: &ApiResource, ns: Option<&str>, name: &str) -> Result<Value> {
