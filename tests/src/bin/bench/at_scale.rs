@@ -11,7 +11,8 @@
 //! 5. the memory breakdown (the caches alone).
 //!
 //! `OBC_BENCH_TIMELINE_DIR=DIR` writes each one-by-one claim's create
-//! instant and latency to `DIR/<namespace>.timeline`.
+//! instant and latency to `DIR/<namespace>.timeline`
+//! ([`crate::latency::one_by_one`]).
 
 use std::time::{Duration, Instant};
 
@@ -114,27 +115,7 @@ async fn binds(run: &mut Run, ctl: &mut Controller, ns: &str, n: usize) -> Resul
     run.env.ensure_namespace(ns).await?;
     let counts0 = ctl.counts().await?;
     let phase = Instant::now();
-    let mut latencies = Vec::with_capacity(n);
-    let mut timeline = String::new();
-    for i in 0..n {
-        let name = claims::name(i);
-        let (t0, wall) = (Instant::now(), wall_clock());
-        claims::create(&run.client, ns, &name).await?;
-        let at = run
-            .tracker
-            .bound(ns, &name, Duration::from_secs(60))
-            .await?;
-        latencies.push(at.duration_since(t0));
-        timeline.push_str(&format!(
-            "{ns}/{name} {wall} {:.1}\n",
-            ms(at.duration_since(t0))
-        ));
-    }
-    if let Ok(dir) = std::env::var("OBC_BENCH_TIMELINE_DIR") {
-        // Each claim's create time and latency, to read beside the
-        // controller's log (docs/performance.md, "Bind tails").
-        std::fs::write(format!("{dir}/{ns}.timeline"), timeline)?;
-    }
+    let mut latencies = crate::latency::one_by_one(run, ns, n).await?;
     ctl.wait_idle(
         phase,
         counts0.reconciles + n as f64,
@@ -188,14 +169,4 @@ pub fn print_summary(s: &AtScale) {
         "    bind latency with every claim cached, against an empty cluster: p50 x{:.2}, p99 x{:.2}",
         s.bind_p50_ratio, s.bind_p99_ratio
     ));
-}
-
-/// Now, as the controller's log prints it (RFC 3339, UTC).
-fn wall_clock() -> String {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    k8s_openapi::jiff::Timestamp::from_microsecond(now.as_micros() as i64)
-        .map(|t| t.to_string())
-        .unwrap_or_default()
 }

@@ -51,6 +51,44 @@ pub async fn memory_baseline(run: &mut Run) -> Result<Baseline> {
     Ok(Baseline { ctl, mem0, probe0 })
 }
 
+/// Creates `n` claims in `ns` one by one, each once the previous is Bound;
+/// returns each one's latency (created → the watch saw it Bound), in
+/// order. With `OBC_BENCH_TIMELINE_DIR` set, also writes each claim's
+/// create instant and latency to `<dir>/<ns>.timeline`, to read beside the
+/// controller's log (docs/performance.md, "Bind tails").
+pub async fn one_by_one(run: &Run, ns: &str, n: usize) -> Result<Vec<Duration>> {
+    let mut latencies = Vec::with_capacity(n);
+    let mut timeline = String::new();
+    for i in 0..n {
+        let name = claims::name(i);
+        let (t0, wall) = (Instant::now(), wall_clock());
+        claims::create(&run.client, ns, &name).await?;
+        let at = run
+            .tracker
+            .bound(ns, &name, Duration::from_secs(60))
+            .await?;
+        latencies.push(at.duration_since(t0));
+        timeline.push_str(&format!("{ns}/{name} {wall} {:.1}\n", ms(latencies[i])));
+        if (i + 1) % 50 == 0 || i + 1 == n {
+            out(format!("    ... {}/{n} bound", i + 1));
+        }
+    }
+    if let Ok(dir) = std::env::var("OBC_BENCH_TIMELINE_DIR") {
+        std::fs::write(format!("{dir}/{ns}.timeline"), timeline)?;
+    }
+    Ok(latencies)
+}
+
+/// Now, as the controller's log prints it (RFC 3339, UTC).
+fn wall_clock() -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    k8s_openapi::jiff::Timestamp::from_microsecond(now.as_micros() as i64)
+        .map(|t| t.to_string())
+        .unwrap_or_default()
+}
+
 /// What the bind latency phase measured.
 pub struct Provision {
     pub p50: Duration,
@@ -65,7 +103,6 @@ pub struct Provision {
 /// Creates `n` claims one by one, each once the previous is Bound.
 pub async fn bind_latency(run: &mut Run, ctl: &mut Controller, n: usize) -> Result<Provision> {
     let client = run.client.clone();
-    let tracker = run.tracker.clone();
     header(&format!(
         "bind latency: {n} claims created one by one (controller concurrency {DEFAULT_CONCURRENCY})"
     ));
@@ -78,17 +115,7 @@ pub async fn bind_latency(run: &mut Run, ctl: &mut Controller, n: usize) -> Resu
     let before = run.api.snapshot().await?;
     let cpu0 = run.cpu(Some(ctl));
     let phase = Instant::now();
-    let mut latencies = Vec::with_capacity(n);
-    for i in 0..n {
-        let name = claims::name(i);
-        let t0 = Instant::now();
-        claims::create(&client, ns, &name).await?;
-        let at = tracker.bound(ns, &name, Duration::from_secs(60)).await?;
-        latencies.push(at.duration_since(t0));
-        if (i + 1) % 50 == 0 || i + 1 == n {
-            out(format!("    ... {}/{n} bound", i + 1));
-        }
-    }
+    let latencies = one_by_one(run, ns, n).await?;
     let idle = ctl
         .wait_idle(
             phase,
