@@ -8,14 +8,14 @@
 //! and no unused grant (`obc_tests::rbac`).
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use anyhow::{Context, Result, bail, ensure};
+use anyhow::{Context, Result, anyhow, bail, ensure};
 use aws_sdk_s3::primitives::ByteStream;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Container, Secret};
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, PostParams};
@@ -29,8 +29,9 @@ use obc_tests::rustfs::RustFs;
 use obc_tests::setup::{
     create_admin_secret, repo_file, sample_provisioner_binary, spawn_provisioner,
 };
-use obc_tests::testenv::{HELM_BINARY, resolve_binary_from_env, s3_client_for};
+use obc_tests::testenv::{HELM_BINARY, resolve_binary_from_env, s3_client_for, tail_of};
 use obc_tests::{TestEnv, wait_for};
+use tokio::process::Child;
 
 const CHART: &str = "charts/sample-provisioner";
 const RELEASE: &str = "sample-provisioner";
@@ -617,9 +618,7 @@ async fn serve_a_claim(
     create_admin_secret(&admin, NAMESPACE, "sample-s3-admin", &ak, &sk).await?;
     let docs = documents(&manifests);
 
-    // The Deployment's pod, as a process: its arguments and environment,
-    // its ServiceAccount's token; only the metrics address is narrowed to
-    // loopback (a pod has a network of its own).
+    // The Deployment's pod, as a process.
     let d = deployment(&docs);
     let pod = d.spec.template.spec.context("pod spec")?;
     let sa = pod
@@ -628,157 +627,10 @@ async fn serve_a_claim(
         .context("serviceAccountName")?;
     let container = pod.containers[0].clone();
     let sa_kubeconfig = env.service_account_kubeconfig(NAMESPACE, &sa).await?;
-    let binary = sample_provisioner_binary()?;
-    let mut cmd = tokio::process::Command::new(&binary);
-    cmd.env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default());
-    let mut rust_log = "info".to_owned();
-    for var in container.env.clone().unwrap_or_default() {
-        let field = var
-            .value_from
-            .as_ref()
-            .and_then(|f| f.field_ref.as_ref())
-            .map(|f| f.field_path.as_str());
-        let value = match (var.value, field) {
-            (Some(v), _) => v,
-            (None, Some("metadata.name")) => "sample-provisioner-5d8c7b9f4-x2x7q".to_owned(),
-            (None, Some("metadata.namespace")) => NAMESPACE.to_owned(),
-            other => bail!("env {} from {other:?}: not handled here", var.name),
-        };
-        if var.name == "RUST_LOG" {
-            rust_log = value.clone();
-        }
-        cmd.env(&var.name, value);
-    }
-    let args: Vec<String> = container
-        .args
-        .clone()
-        .unwrap_or_default()
-        .into_iter()
-        .map(|a| a.replace("--metrics-addr=0.0.0.0:", "--metrics-addr=127.0.0.1:"))
-        .collect();
-    ensure!(
-        args.contains(&format!("--metrics-addr=127.0.0.1:{port}")),
-        "{args:?}"
-    );
-    cmd.args(&args);
     let log = env.dir().join("chart-provisioner.log");
-    let mut child = spawn_provisioner(&mut cmd, &sa_kubeconfig, &rust_log, &log)?;
-
-    // The probes the Deployment declares answer.
-    let http = reqwest::Client::new();
-    for probe in [&container.liveness_probe, &container.readiness_probe] {
-        let get = probe
-            .as_ref()
-            .and_then(|p| p.http_get.clone())
-            .context("an httpGet probe")?;
-        let url = format!(
-            "http://127.0.0.1:{port}{}",
-            get.path.as_deref().unwrap_or("/")
-        );
-        wait_for(T, format!("{url} to answer 200"), || {
-            let (http, url) = (http.clone(), url.clone());
-            async move {
-                Ok(http
-                    .get(&url)
-                    .send()
-                    .await?
-                    .status()
-                    .is_success()
-                    .then_some(()))
-            }
-        })
-        .await?;
-    }
-
-    // The example claim, in the served namespace (and one outside it).
-    let mut claim: ObjectBucketClaim =
-        serde_yaml::from_str(&repo_file("deploy/example-claim.yaml")?)?;
-    let name = claim.metadata.name.clone().context("claim name")?;
-    let class = claim.spec.storage_class_name.clone();
-    ensure!(
-        of_kind(&docs, "StorageClass")
-            .iter()
-            .any(|c| c["metadata"]["name"] == class.as_str()),
-        "the chart's example StorageClass is not {class}, the example claim's"
-    );
-    for ns in std::iter::once(claim_ns).chain(ignored_ns) {
-        claim.metadata.namespace = Some(ns.to_owned());
-        Api::<ObjectBucketClaim>::namespaced(admin.clone(), ns)
-            .create(&PostParams::default(), &claim)
-            .await
-            .with_context(|| format!("creating the claim in {ns}"))?;
-    }
-    let bound = wait_phase(&admin, claim_ns, &name, ClaimPhase::Bound, T).await?;
-    ensure!(bound.spec.object_bucket_name.is_some(), "{bound:?}");
-
-    // Its Secret and ConfigMap reach the bucket.
-    let secret = Api::<Secret>::namespaced(admin.clone(), claim_ns)
-        .get(&name)
-        .await?;
-    let cm = Api::<ConfigMap>::namespaced(admin.clone(), claim_ns)
-        .get(&name)
-        .await?;
-    let data = secret.data.unwrap_or_default();
-    let value = |k: &str| {
-        data.get(k)
-            .map(|v| String::from_utf8_lossy(&v.0).into_owned())
-            .unwrap_or_default()
-    };
-    let (key, secret_key) = (value("AWS_ACCESS_KEY_ID"), value("AWS_SECRET_ACCESS_KEY"));
-    register_secret(&secret_key);
-    ensure!(key != ak, "the claim got the admin's key");
-    let d = cm.data.unwrap_or_default();
-    let bucket = d.get("BUCKET_NAME").cloned().context("BUCKET_NAME")?;
-    let claim_s3 = s3_client_for(
-        &format!("http://{}:{}", d["BUCKET_HOST"], d["BUCKET_PORT"]),
-        &key,
-        &secret_key,
-    );
-    claim_s3
-        .put_object()
-        .bucket(&bucket)
-        .key("hello.txt")
-        .body(ByteStream::from_static(b"hello from the chart"))
-        .send()
-        .await
-        .context("writing with the claim's credentials")?;
-
-    if cosi {
-        serve_cosi_example(&admin, claim_ns, &store).await?;
-    }
-
-    if let Some(ns) = ignored_ns {
-        let other = Api::<ObjectBucketClaim>::namespaced(admin.clone(), ns)
-            .get(&name)
-            .await?;
-        ensure!(
-            other.status.is_none() && other.metadata.finalizers.is_none(),
-            "the claim in {ns}, outside watchNamespaces, was touched: {other:?}"
-        );
-        Api::<ObjectBucketClaim>::namespaced(admin.clone(), ns)
-            .delete(&name, &DeleteParams::default())
-            .await?;
-    }
-
-    // Deleted: the claim goes, and its bucket (Delete, forceDelete) with it.
-    let claims = Api::<ObjectBucketClaim>::namespaced(admin.clone(), claim_ns);
-    claims.delete(&name, &DeleteParams::default()).await?;
-    wait_gone(&claims, &name, T).await?;
-    let root = store.root_client();
-    wait_for(T, "the bucket to be deleted", || {
-        let (root, bucket) = (root.clone(), bucket.clone());
-        async move {
-            Ok(root
-                .head_bucket()
-                .bucket(bucket)
-                .send()
-                .await
-                .is_err()
-                .then_some(()))
-        }
-    })
-    .await?;
+    let mut child = run_pod_as_process(&container, port, &sa_kubeconfig, &log).await?;
+    let served = serve_the_example(&admin, &store, &docs, (claim_ns, ignored_ns), cosi).await;
+    served.map_err(|e| anyhow!("{e:#}\nthe provisioner's log ends:\n{}", tail_of(&log, 40)))?;
 
     // SIGTERM: it releases the Lease and exits 0, as in a rollout.
     let pid = child.id().context("pid")?;
@@ -836,6 +688,206 @@ async fn serve_a_claim(
                 .with_context(|| format!("{crd} after helm uninstall"))?;
         }
     }
+    Ok(())
+}
+
+/// The Deployment's pod, as a process: its arguments and environment, its
+/// ServiceAccount's `kubeconfig`. Only the metrics address is narrowed to
+/// loopback (a pod has a network of its own), and moved to another port if
+/// a test running beside this one took the rendered `port` before the
+/// process bound it. Returns once the probes the Deployment declares answer.
+async fn run_pod_as_process(
+    container: &Container,
+    port: u16,
+    kubeconfig: &Path,
+    log: &Path,
+) -> Result<Child> {
+    let args = container.args.clone().unwrap_or_default();
+    let rendered = format!("--metrics-addr=0.0.0.0:{port}");
+    ensure!(args.contains(&rendered), "{args:?}");
+    let mut port = port;
+    for attempt in 1..=3 {
+        let loopback = format!("--metrics-addr=127.0.0.1:{port}");
+        let (mut cmd, rust_log) = pod_command(container)?;
+        cmd.args(
+            args.iter()
+                .map(|a| if *a == rendered { &loopback } else { a }),
+        );
+        let mut child = spawn_provisioner(&mut cmd, kubeconfig, &rust_log, log)?;
+        let exit = tokio::select! {
+            probes = probes_answer(container, port) => {
+                probes?;
+                return Ok(child);
+            }
+            exit = child.wait() => exit?,
+        };
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        if attempt < 3 && text.to_lowercase().contains("address already in use") {
+            eprintln!("metrics port {port} was taken before the provisioner bound it: retrying");
+            std::fs::remove_file(log)?;
+            port = obc_tests::testenv::free_port()?;
+            continue;
+        }
+        bail!("the provisioner exited with {exit} before its probes answered:\n{text}");
+    }
+    unreachable!("the last attempt returns or fails")
+}
+
+/// The container's command and environment (`fieldRef`s resolved as the
+/// kubelet would), and its `RUST_LOG`.
+fn pod_command(container: &Container) -> Result<(tokio::process::Command, String)> {
+    let mut cmd = tokio::process::Command::new(sample_provisioner_binary()?);
+    cmd.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default());
+    let mut rust_log = "info".to_owned();
+    for var in container.env.clone().unwrap_or_default() {
+        let field = var
+            .value_from
+            .as_ref()
+            .and_then(|f| f.field_ref.as_ref())
+            .map(|f| f.field_path.as_str());
+        let value = match (var.value, field) {
+            (Some(v), _) => v,
+            (None, Some("metadata.name")) => "sample-provisioner-5d8c7b9f4-x2x7q".to_owned(),
+            (None, Some("metadata.namespace")) => NAMESPACE.to_owned(),
+            other => bail!("env {} from {other:?}: not handled here", var.name),
+        };
+        if var.name == "RUST_LOG" {
+            rust_log = value.clone();
+        }
+        cmd.env(&var.name, value);
+    }
+    Ok((cmd, rust_log))
+}
+
+/// Waits until the container's liveness and readiness probes answer 200 on
+/// `port`.
+async fn probes_answer(container: &Container, port: u16) -> Result<()> {
+    let http = reqwest::Client::new();
+    for probe in [&container.liveness_probe, &container.readiness_probe] {
+        let get = probe
+            .as_ref()
+            .and_then(|p| p.http_get.clone())
+            .context("an httpGet probe")?;
+        let url = format!(
+            "http://127.0.0.1:{port}{}",
+            get.path.as_deref().unwrap_or("/")
+        );
+        wait_for(T, format!("{url} to answer 200"), || {
+            let (http, url) = (http.clone(), url.clone());
+            async move {
+                Ok(http
+                    .get(&url)
+                    .send()
+                    .await?
+                    .status()
+                    .is_success()
+                    .then_some(()))
+            }
+        })
+        .await?;
+    }
+    Ok(())
+}
+
+/// Binds, uses and deletes `deploy/example-claim.yaml` in `claim_ns` (and
+/// the COSI example if `cosi`); a claim in `ignored_ns` must be left alone.
+async fn serve_the_example(
+    admin: &kube::Client,
+    store: &RustFs,
+    docs: &[serde_yaml::Value],
+    (claim_ns, ignored_ns): (&str, Option<&str>),
+    cosi: bool,
+) -> Result<()> {
+    let (ak, _) = store.root_credentials();
+    // The example claim, in the served namespace (and one outside it).
+    let mut claim: ObjectBucketClaim =
+        serde_yaml::from_str(&repo_file("deploy/example-claim.yaml")?)?;
+    let name = claim.metadata.name.clone().context("claim name")?;
+    let class = claim.spec.storage_class_name.clone();
+    ensure!(
+        of_kind(docs, "StorageClass")
+            .iter()
+            .any(|c| c["metadata"]["name"] == class.as_str()),
+        "the chart's example StorageClass is not {class}, the example claim's"
+    );
+    for ns in std::iter::once(claim_ns).chain(ignored_ns) {
+        claim.metadata.namespace = Some(ns.to_owned());
+        Api::<ObjectBucketClaim>::namespaced(admin.clone(), ns)
+            .create(&PostParams::default(), &claim)
+            .await
+            .with_context(|| format!("creating the claim in {ns}"))?;
+    }
+    let bound = wait_phase(admin, claim_ns, &name, ClaimPhase::Bound, T).await?;
+    ensure!(bound.spec.object_bucket_name.is_some(), "{bound:?}");
+
+    // Its Secret and ConfigMap reach the bucket.
+    let secret = Api::<Secret>::namespaced(admin.clone(), claim_ns)
+        .get(&name)
+        .await?;
+    let cm = Api::<ConfigMap>::namespaced(admin.clone(), claim_ns)
+        .get(&name)
+        .await?;
+    let data = secret.data.unwrap_or_default();
+    let value = |k: &str| {
+        data.get(k)
+            .map(|v| String::from_utf8_lossy(&v.0).into_owned())
+            .unwrap_or_default()
+    };
+    let (key, secret_key) = (value("AWS_ACCESS_KEY_ID"), value("AWS_SECRET_ACCESS_KEY"));
+    register_secret(&secret_key);
+    ensure!(key != ak, "the claim got the admin's key");
+    let d = cm.data.unwrap_or_default();
+    let bucket = d.get("BUCKET_NAME").cloned().context("BUCKET_NAME")?;
+    let claim_s3 = s3_client_for(
+        &format!("http://{}:{}", d["BUCKET_HOST"], d["BUCKET_PORT"]),
+        &key,
+        &secret_key,
+    );
+    claim_s3
+        .put_object()
+        .bucket(&bucket)
+        .key("hello.txt")
+        .body(ByteStream::from_static(b"hello from the chart"))
+        .send()
+        .await
+        .context("writing with the claim's credentials")?;
+
+    if cosi {
+        serve_cosi_example(admin, claim_ns, store).await?;
+    }
+
+    if let Some(ns) = ignored_ns {
+        let other = Api::<ObjectBucketClaim>::namespaced(admin.clone(), ns)
+            .get(&name)
+            .await?;
+        ensure!(
+            other.status.is_none() && other.metadata.finalizers.is_none(),
+            "the claim in {ns}, outside watchNamespaces, was touched: {other:?}"
+        );
+        Api::<ObjectBucketClaim>::namespaced(admin.clone(), ns)
+            .delete(&name, &DeleteParams::default())
+            .await?;
+    }
+
+    // Deleted: the claim goes, and its bucket (Delete, forceDelete) with it.
+    let claims = Api::<ObjectBucketClaim>::namespaced(admin.clone(), claim_ns);
+    claims.delete(&name, &DeleteParams::default()).await?;
+    wait_gone(&claims, &name, T).await?;
+    let root = store.root_client();
+    wait_for(T, "the bucket to be deleted", || {
+        let (root, bucket) = (root.clone(), bucket.clone());
+        async move {
+            Ok(root
+                .head_bucket()
+                .bucket(bucket)
+                .send()
+                .await
+                .is_err()
+                .then_some(()))
+        }
+    })
+    .await?;
     Ok(())
 }
 

@@ -57,8 +57,8 @@ pub use controller_manager::{
     CONTROLLER_MANAGER_KUBECONFIG, CONTROLLER_MANAGER_USER, CONTROLLERS, ControllerManagerTimings,
 };
 pub use identities::client_from_kubeconfig;
-pub use process::free_port;
 pub(crate) use process::{Proc, random_string, with_port_retries};
+pub use process::{free_port, tail_of};
 pub use s3::s3_client_for;
 
 use apiserver::start_apiserver;

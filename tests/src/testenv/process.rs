@@ -35,7 +35,7 @@ pub fn free_port() -> Result<u16> {
 }
 
 /// The last `lines` lines of a log file, for error messages.
-fn tail_of(path: &Path, lines: usize) -> String {
+pub fn tail_of(path: &Path, lines: usize) -> String {
     let read = || -> std::io::Result<String> {
         let mut f = fs::File::open(path)?;
         let len = f.metadata()?.len();

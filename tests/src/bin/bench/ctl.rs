@@ -8,6 +8,7 @@ use anyhow::{Context, Result, bail};
 use tokio::process::{Child, Command};
 
 use obc_tests::setup::spawn_provisioner;
+use obc_tests::testenv::tail_of;
 
 use crate::prom;
 
@@ -98,7 +99,7 @@ impl Controller {
             bail!(
                 "bench-controller exited ({status}); last lines of {}:\n{}",
                 self.log.display(),
-                tail(&self.log, 30)
+                tail_of(&self.log, 30)
             );
         }
         Ok(())
@@ -119,7 +120,7 @@ impl Controller {
                 bail!(
                     "bench-controller not ready after {timeout:?}; last lines of {}:\n{}",
                     self.log.display(),
-                    tail(&self.log, 30)
+                    tail_of(&self.log, 30)
                 );
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -238,17 +239,6 @@ impl Controller {
             .await
             .context("killing bench-controller")?;
         Ok(())
-    }
-}
-
-/// The last `n` lines of a file.
-pub fn tail(path: &Path, n: usize) -> String {
-    match std::fs::read_to_string(path) {
-        Ok(text) => {
-            let lines: Vec<&str> = text.lines().collect();
-            lines[lines.len().saturating_sub(n)..].join("\n")
-        }
-        Err(e) => format!("(could not read {}: {e})", path.display()),
     }
 }
 

@@ -157,22 +157,14 @@ async fn main() -> Result<()> {
         cores,
         logs: 0,
     };
-    let summary = match config.obc {
-        true => benchmark(&mut run, &config).await.map(Some),
-        false => Ok(None),
-    };
-    let cosi = match (&summary, &config.cosi) {
-        (Ok(_), Some(c)) => cosi::cosi(&mut run, c).await.map(|_| ()),
-        _ => Ok(()),
-    };
-    let cosi = match (cosi, config.scale) {
-        (Ok(()), Some(n)) => at_scale::at_scale(&mut run, n, config.latency_claims)
-            .await
-            .map(|s| at_scale::print_summary(&s)),
-        (other, _) => other,
+    // On Ctrl-C or SIGTERM the phases are dropped and `run` with them, so
+    // the control plane and the controllers it started are torn down.
+    let outcome = tokio::select! {
+        outcome = phases(&mut run, &config) => outcome,
+        signal = interrupted() => Err(signal),
     };
     run.tracker.stop();
-    let summary = match summary.and_then(|s| cosi.map(|()| s)) {
+    let summary = match outcome {
         Ok(s) => s,
         Err(e) => {
             out(format!(
@@ -190,6 +182,38 @@ async fn main() -> Result<()> {
         started.elapsed().as_secs_f64()
     ));
     Ok(())
+}
+
+/// The OBC phases, COSI's and `--scale`'s, as configured; the OBC summary
+/// if the OBC phases ran.
+async fn phases(run: &mut Run, config: &Config) -> Result<Option<Summary>> {
+    let summary = match config.obc {
+        true => Some(benchmark(run, config).await?),
+        false => None,
+    };
+    if let Some(c) = &config.cosi {
+        cosi::cosi(run, c).await?;
+    }
+    if let Some(n) = config.scale {
+        let s = at_scale::at_scale(run, n, config.latency_claims).await?;
+        at_scale::print_summary(&s);
+    }
+    Ok(summary)
+}
+
+/// Resolves on the first Ctrl-C or SIGTERM, with the error to end on.
+async fn interrupted() -> anyhow::Error {
+    use tokio::signal::unix::{SignalKind, signal};
+    let term = async {
+        match signal(SignalKind::terminate()) {
+            Ok(mut s) => s.recv().await,
+            Err(_) => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => anyhow::anyhow!("interrupted (Ctrl-C)"),
+        _ = term => anyhow::anyhow!("interrupted (SIGTERM)"),
+    }
 }
 
 /// The phases in order: memory with no claim, bind latency, deletes,
