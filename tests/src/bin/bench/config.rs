@@ -32,6 +32,8 @@ COSI (after the OBC phases, on the same apiserver; also in --quick):
                                                                                 [OBC_BENCH_COSI_TENANT_CLAIMS]
   --cosi-loop-seconds T   tenant A's loop alone, for the cost per edit (15; quick 5)
                                                                                 [OBC_BENCH_COSI_LOOP_SECONDS]
+  --cosi-rounds N      the modes run N times in turn, each round against its own
+                       in-process figures (1)                                   [OBC_BENCH_COSI_ROUNDS]
   --upstream-controller PATH, --upstream-sidecar PATH
                        upstream's COSI controller and sidecar (built by hand, see
                        docs/performance.md): also run the COSI part with them
@@ -90,6 +92,7 @@ pub fn parse_config() -> Result<Config> {
             "--cosi-loop-claims",
             "--cosi-tenant-claims",
             "--cosi-loop-seconds",
+            "--cosi-rounds",
             "--upstream-controller",
             "--upstream-sidecar",
             "--scale",
@@ -165,13 +168,21 @@ pub fn parse_config() -> Result<Config> {
                         as u64,
                 },
                 upstream,
+                rounds: number("--cosi-rounds", "OBC_BENCH_COSI_ROUNDS", 1, 1)?,
             })
         })
         .transpose()?;
     if let Some(c) = &cosi
-        && (c.serial == 0 || c.burst == 0 || c.tenant.k == 0 || c.tenant.k > 128 || c.tenant.m == 0)
+        && (c.serial == 0
+            || c.burst == 0
+            || c.tenant.k == 0
+            || c.tenant.k > 128
+            || c.tenant.m == 0
+            || c.rounds == 0)
     {
-        bail!("the COSI sizes must be above 0 (and --cosi-loop-claims at most 128, COSI's limit)");
+        bail!(
+            "the COSI sizes and rounds must be above 0 (and --cosi-loop-claims at most 128, COSI's limit)"
+        );
     }
     let scale = flag("--scale", "OBC_BENCH_SCALE")?
         .map(|v| {

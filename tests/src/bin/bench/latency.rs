@@ -53,12 +53,10 @@ pub async fn memory_baseline(run: &mut Run) -> Result<Baseline> {
 
 /// Creates `n` claims in `ns` one by one, each once the previous is Bound;
 /// returns each one's latency (created → the watch saw it Bound), in
-/// order. With `OBC_BENCH_TIMELINE_DIR` set, also writes each claim's
-/// create instant and latency to `<dir>/<ns>.timeline`, to read beside the
-/// controller's log (docs/performance.md, "Bind tails").
+/// order, and their [`Timeline`] as `<ns>.timeline`.
 pub async fn one_by_one(run: &Run, ns: &str, n: usize) -> Result<Vec<Duration>> {
     let mut latencies = Vec::with_capacity(n);
-    let mut timeline = String::new();
+    let mut timeline = Timeline::default();
     for i in 0..n {
         let name = claims::name(i);
         let (t0, wall) = (Instant::now(), wall_clock());
@@ -68,19 +66,40 @@ pub async fn one_by_one(run: &Run, ns: &str, n: usize) -> Result<Vec<Duration>> 
             .bound(ns, &name, Duration::from_secs(60))
             .await?;
         latencies.push(at.duration_since(t0));
-        timeline.push_str(&format!("{ns}/{name} {wall} {:.1}\n", ms(latencies[i])));
+        timeline.push(&format!("{ns}/{name}"), wall, latencies[i]);
         if (i + 1) % 50 == 0 || i + 1 == n {
             out(format!("    ... {}/{n} bound", i + 1));
         }
     }
-    if let Ok(dir) = std::env::var("OBC_BENCH_TIMELINE_DIR") {
-        std::fs::write(format!("{dir}/{ns}.timeline"), timeline)?;
-    }
+    timeline.write(ns)?;
     Ok(latencies)
 }
 
+/// Objects created one by one: each one's create instant and latency, for
+/// `<OBC_BENCH_TIMELINE_DIR>/<name>.timeline`, to read beside the
+/// controller's log (docs/performance.md, "Bind tails").
+#[derive(Default)]
+pub struct Timeline(String);
+
+impl Timeline {
+    /// Records `key`, created at `wall` ([`wall_clock`]), ready `latency`
+    /// later.
+    pub fn push(&mut self, key: &str, wall: String, latency: Duration) {
+        self.0
+            .push_str(&format!("{key} {wall} {:.1}\n", ms(latency)));
+    }
+
+    /// Writes the file, if `OBC_BENCH_TIMELINE_DIR` is set.
+    pub fn write(&self, name: &str) -> Result<()> {
+        if let Ok(dir) = std::env::var("OBC_BENCH_TIMELINE_DIR") {
+            std::fs::write(format!("{dir}/{name}.timeline"), &self.0)?;
+        }
+        Ok(())
+    }
+}
+
 /// Now, as the controller's log prints it (RFC 3339, UTC).
-fn wall_clock() -> String {
+pub fn wall_clock() -> String {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();

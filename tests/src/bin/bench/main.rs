@@ -26,6 +26,7 @@
 //!   same apiserver, in full and quick runs; `--cosi` runs it alone,
 //!   `--no-cosi` leaves it out; sizes `--cosi-objects`, `--cosi-burst`,
 //!   `--cosi-loop-claims`, `--cosi-tenant-claims`, `--cosi-loop-seconds`;
+//!   `--cosi-rounds N` runs the modes N times in turn;
 //!   `--upstream-controller PATH --upstream-sidecar PATH` compare with
 //!   upstream's COSI controller and sidecar (see `scripts/bench-cosi-upstream`)
 //! * `--scale N` [`OBC_BENCH_SCALE`]: alone, N bound claims seeded directly
@@ -97,7 +98,8 @@ async fn main() -> Result<()> {
     ));
     if let Some(c) = &config.cosi {
         out(format!(
-            "    COSI: {} objects one by one, burst {}, tenant loop: {} claims in A's access, {} B claims per measurement, A alone {} s; upstream: {}{}",
+            "    COSI: {} round(s); {} objects one by one, burst {}, tenant loop: {} claims in A's access, {} B claims per measurement, A alone {} s; upstream: {}{}",
+            c.rounds,
             c.serial,
             c.burst,
             c.tenant.k,

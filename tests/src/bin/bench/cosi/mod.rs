@@ -36,11 +36,16 @@ pub struct CosiConfig {
     pub burst: usize,
     pub tenant: LoopSizes,
     pub upstream: Option<Upstream>,
+    /// How many times the modes run, in turn (a mode's figures may depend
+    /// on its place in the run: the second round says whether they do).
+    pub rounds: usize,
 }
 
 /// One mode's figures.
 pub struct ModeFigures {
     pub mode: Mode,
+    /// Which round of the modes, from 1.
+    pub round: usize,
     pub serial: Serial,
     pub burst: Burst,
     pub tenant: TenantLoop,
@@ -61,24 +66,43 @@ pub async fn cosi(run: &mut Run, config: &CosiConfig) -> Result<Vec<ModeFigures>
         );
     }
     let mut figures = Vec::new();
-    for mode in modes {
-        let result = one_mode(run, &tracks, mode, config).await;
-        figures.push(result.with_context(|| format!("COSI mode {}", mode.name()))?);
+    for round in 1..=config.rounds {
+        for &mode in &modes {
+            let result = one_mode(run, &tracks, (mode, round), config).await;
+            figures.push(result.with_context(|| format!("COSI mode {}", label(mode, round)))?);
+        }
     }
     tracks.stop();
     print_summary(&figures);
     Ok(figures)
 }
 
+/// A mode's name, with its round after the first.
+fn label(mode: Mode, round: usize) -> String {
+    match round {
+        1 => mode.name().to_owned(),
+        n => format!("{}#{n}", mode.name()),
+    }
+}
+
 async fn one_mode(
     run: &mut Run,
     tracks: &Tracks,
-    mode: Mode,
+    (mode, round): (Mode, usize),
     config: &CosiConfig,
 ) -> Result<ModeFigures> {
-    header(&format!("COSI [{}]: {}", mode.name(), mode.describe()));
-    objects::create_classes(&run.client, mode).await?;
-    let ns = |what: &str| format!("cosi-{}-{what}", mode.name());
+    header(&format!(
+        "COSI [{}]: {}",
+        label(mode, round),
+        mode.describe()
+    ));
+    if round == 1 {
+        objects::create_classes(&run.client, mode).await?;
+    }
+    let ns = |what: &str| match round {
+        1 => format!("cosi-{}-{what}", mode.name()),
+        n => format!("cosi-{}-r{n}-{what}", mode.name()),
+    };
     let (serial_ns, burst_ns, a_ns, b_ns) =
         (ns("serial"), ns("burst"), ns("tenant-a"), ns("tenant-b"));
     for n in [&serial_ns, &burst_ns, &a_ns, &b_ns] {
@@ -99,6 +123,7 @@ async fn one_mode(
         serving.check_running()?;
         Ok::<_, anyhow::Error>(ModeFigures {
             mode,
+            round,
             serial,
             burst,
             tenant,
@@ -118,29 +143,30 @@ async fn one_mode(
     }
     out(format!(
         "    COSI [{}]: everything ready, and everything gone after cleanup",
-        mode.name()
+        label(mode, round)
     ));
     Ok(figures)
 }
 
-/// The figures side by side, and each against the in-process mode.
+/// The figures side by side, and each against the in-process mode of the
+/// same round.
 fn print_summary(figures: &[ModeFigures]) {
-    header("COSI summary (ratio: the mode's figure / in-process's, same run)");
-    let Some(base) = figures.first() else {
-        return;
+    header("COSI summary (ratio: the mode's figure / in-process's, same run and round)");
+    let base = |f: &ModeFigures| {
+        figures
+            .iter()
+            .find(|b| b.mode == Mode::InProcess && b.round == f.round)
     };
-    let names: Vec<&str> = figures.iter().map(|f| f.mode.name()).collect();
+    let names: Vec<String> = figures.iter().map(|f| label(f.mode, f.round)).collect();
     out(format!("    {:<52} {}", "figure", names.join(" | ")));
     let row = |label: &str, get: &dyn Fn(&ModeFigures) -> f64, unit: &str| {
-        let b = get(base);
         let cells: Vec<String> = figures
             .iter()
             .map(|f| {
                 let v = get(f);
-                if f.mode == base.mode {
-                    format!("{v:.1}{unit}")
-                } else {
-                    format!("{v:.1}{unit} (x{:.2})", v / b.max(1e-9))
+                match base(f).filter(|b| b.mode != f.mode) {
+                    Some(b) => format!("{v:.1}{unit} (x{:.2})", v / get(b).max(1e-9)),
+                    None => format!("{v:.1}{unit}"),
                 }
             })
             .collect();
@@ -268,7 +294,7 @@ fn print_summary(figures: &[ModeFigures]) {
     for f in figures {
         out(format!(
             "    [{}] load average after the one-by-one phases {}, after the burst {}, after the tenant loop {}",
-            f.mode.name(),
+            label(f.mode, f.round),
             f.serial.load,
             f.burst.load,
             f.tenant.load

@@ -14,6 +14,7 @@ use super::objects::{
 };
 use crate::CREATORS;
 use crate::ctl::Controller;
+use crate::latency::{Timeline, wall_clock};
 use crate::report::{header, loadavg, ms, out, percentile};
 use crate::run::Run;
 
@@ -83,12 +84,14 @@ pub async fn serial(run: &Run, tracks: &Tracks, mode: Mode, ns: &str, n: usize) 
     ));
     wait_quiet(run, QUIET, QUIET_MAX).await?;
     let snap = run.api.snapshot().await?;
-    let mut lat = Vec::new();
+    let (mut lat, mut timeline) = (Vec::new(), Timeline::default());
     for c in &claims {
-        let t0 = Instant::now();
+        let (t0, wall) = (Instant::now(), wall_clock());
         create_claim(client, mode, ns, c).await?;
         lat.push(tracks.claim_ready(ns, c).await?.duration_since(t0));
+        timeline.push(&format!("{ns}/{c}"), wall, lat[lat.len() - 1]);
     }
+    timeline.write(&format!("{ns}-claims"))?;
     s.claim_ready = tails(lat);
     out(format!(
         "    {}",
@@ -111,12 +114,14 @@ pub async fn serial(run: &Run, tracks: &Tracks, mode: Mode, ns: &str, n: usize) 
         mode.name()
     ));
     let snap = run.api.snapshot().await?;
-    let mut lat = Vec::new();
+    let (mut lat, mut timeline) = (Vec::new(), Timeline::default());
     for (a, c) in accesses.iter().zip(&claims) {
-        let t0 = Instant::now();
+        let (t0, wall) = (Instant::now(), wall_clock());
         create_access(client, mode, ns, a, std::slice::from_ref(c)).await?;
         lat.push(tracks.access_ready(ns, a).await?.duration_since(t0));
+        timeline.push(&format!("{ns}/{a}"), wall, lat[lat.len() - 1]);
     }
+    timeline.write(&format!("{ns}-accesses"))?;
     s.access_ready = tails(lat);
     out(format!(
         "    {}",
