@@ -26,6 +26,18 @@ pub const VERSION: &str = "v1alpha2";
 pub const DRIVER: &str = "sample-s3.objectbucket.io";
 /// The COSI RBAC of `deploy/`, applied beside `deploy/rbac.yaml`.
 pub const COSI_RBAC: &str = "deploy/rbac-cosi.yaml";
+/// What an RBAC serving both OBC and COSI grants for paths an end-to-end
+/// run does not take: [`crate::rbac::NEEDED_BUT_NOT_EXERCISED`] and
+/// [`COSI_NEEDED_BUT_NOT_EXERCISED`].
+pub fn obc_and_cosi_needed_but_not_exercised()
+-> Vec<(&'static str, &'static str, &'static str, &'static str)> {
+    crate::rbac::NEEDED_BUT_NOT_EXERCISED
+        .iter()
+        .chain(COSI_NEEDED_BUT_NOT_EXERCISED)
+        .copied()
+        .collect()
+}
+
 /// Permissions `deploy/rbac-cosi.yaml` grants for paths the end-to-end
 /// run does not take, and why: (API group, resource, verb, reason), as
 /// [`crate::rbac::NEEDED_BUT_NOT_EXERCISED`].

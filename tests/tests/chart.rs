@@ -20,9 +20,7 @@ use k8s_openapi::api::rbac::v1::ClusterRole;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, PostParams};
 use lib_provisioner::api::{ClaimPhase, ObjectBucketClaim};
-use obc_tests::rbac::{
-    NEEDED_BUT_NOT_EXERCISED, Scope, check_rbac_is_exactly_what_is_used, grants_of,
-};
+use obc_tests::rbac::{Scope, check_rbac_is_exactly_what_is_used, grants_of};
 use obc_tests::recording::{wait_gone, wait_phase};
 use obc_tests::reliability::{assert_no_leaks, register_secret};
 use obc_tests::rustfs::RustFs;
@@ -649,11 +647,7 @@ async fn serve_a_claim(
         "--log-format=json: every line is a JSON object:\n{text}"
     );
 
-    let needed: Vec<_> = NEEDED_BUT_NOT_EXERCISED
-        .iter()
-        .chain(obc_tests::cosi_e2e::COSI_NEEDED_BUT_NOT_EXERCISED)
-        .copied()
-        .collect();
+    let needed = obc_tests::cosi_e2e::obc_and_cosi_needed_but_not_exercised();
     check_rbac_is_exactly_what_is_used(
         &env.audit_log_path(),
         &manifests,

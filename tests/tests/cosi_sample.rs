@@ -23,7 +23,7 @@ use obc_tests::cosi_e2e::{
     AccessKeys, COSI_RBAC, DRIVER, Kind, Reach, access_keys, access_of, api, claim_of_class,
     create, install_cosi_crds, reach, status_str, wait_ready,
 };
-use obc_tests::rbac::{NEEDED_BUT_NOT_EXERCISED, check_rbac_is_exactly_what_is_used};
+use obc_tests::rbac::check_rbac_is_exactly_what_is_used;
 use obc_tests::recording::{RunningController, wait_gone, wait_phase};
 use obc_tests::reliability::{assert_no_leaks, claim_bucket, claim_keys, register_secret};
 use obc_tests::rustfs::RustFs;
@@ -279,11 +279,7 @@ async fn the_sample_serves_object_bucket_claims_and_cosi_side_by_side() {
     store.stop().await;
     assert_no_leaks(env.dir()).expect("no credential in any log");
     let rbac = format!("{}\n---\n{}", read("deploy/rbac.yaml"), read(COSI_RBAC));
-    let needed: Vec<_> = NEEDED_BUT_NOT_EXERCISED
-        .iter()
-        .chain(obc_tests::cosi_e2e::COSI_NEEDED_BUT_NOT_EXERCISED)
-        .copied()
-        .collect();
+    let needed = obc_tests::cosi_e2e::obc_and_cosi_needed_but_not_exercised();
     check_rbac_is_exactly_what_is_used(
         &env.audit_log_path(),
         &rbac,
