@@ -433,13 +433,18 @@ async fn teardown_uses_the_recorded_class_when_the_class_is_gone_or_replaced() {
 /// once set. The claim's class is another provisioner's, so that the
 /// controller leaves it (and the status written here) alone.
 async fn a_prepared_claim_stays_fixable_until_its_status_says_bound(f: &Fixture) {
-    let mut foreign = StorageClass::default();
-    foreign.metadata.name = Some("foreign".into());
-    foreign.provisioner = "example.com/another".into();
-    Api::<StorageClass>::all(f.admin.clone())
-        .create(&PostParams::default(), &foreign)
-        .await
-        .expect("foreign class");
+    // Both classes exist and are another provisioner's, so the controller
+    // never writes this claim: the status this test writes stays as it is
+    // (a missing class would have the controller write its own status).
+    for name in ["foreign", "foreign-too"] {
+        let mut foreign = StorageClass::default();
+        foreign.metadata.name = Some(name.into());
+        foreign.provisioner = "example.com/another".into();
+        Api::<StorageClass>::all(f.admin.clone())
+            .create(&PostParams::default(), &foreign)
+            .await
+            .expect("foreign class");
+    }
     let prepared = ObjectBucketClaim::new(
         "prepared",
         ObjectBucketClaimSpec {
