@@ -408,6 +408,9 @@ fn children_step(o: &Observed) -> Option<Step> {
     if is_deleting(o.config_map.as_ref()) {
         return Some(Step::ReleaseConfigMap);
     }
+    if o.secret.is_none() && o.config_map.is_none() {
+        return Some(Step::WriteChildren);
+    }
     if o.secret.is_none() || (o.access.is_some() && !o.secret_synced) {
         return Some(Step::WriteSecret);
     }

@@ -177,10 +177,10 @@ fn a_fresh_generated_claim_is_provisioned_in_order() {
     o.access = Some(access());
     assert_eq!(next_step(&o), Step::CompleteObjectBucket);
     o.ob = Some(ob_for(&o.claim, "photos-abcd1234", Some("greenfield")));
-    assert_eq!(next_step(&o), Step::WriteSecret);
+    // Both children are missing: written side by side.
+    assert_eq!(next_step(&o), Step::WriteChildren);
     o.secret = Some(child_of(&o.claim, true));
     o.secret_synced = true;
-    assert_eq!(next_step(&o), Step::WriteConfigMap);
     o.config_map = Some(child_of(&o.claim, true));
     o.config_map_synced = true;
     // spec.objectBucketName came with the finalizer: no claim write here.
@@ -440,7 +440,26 @@ fn crash_after_object_bucket_created_needs_credentials_again() {
     o.config_map = None;
     assert!(matches!(next_step(&o), Step::ObtainAccess { .. }));
     o.access = Some(access());
-    assert_eq!(next_step(&o), Step::WriteSecret);
+    assert_eq!(next_step(&o), Step::WriteChildren);
+}
+
+#[test]
+fn a_failed_side_by_side_write_leaves_only_the_missing_child_to_write() {
+    let mut o = bound_state();
+    o.secret = None;
+    o.access = Some(access());
+    assert_eq!(
+        next_step(&o),
+        Step::WriteSecret,
+        "the ConfigMap was written"
+    );
+    let mut o = bound_state();
+    o.config_map = None;
+    assert_eq!(
+        next_step(&o),
+        Step::WriteConfigMap,
+        "the Secret was written"
+    );
 }
 
 #[test]

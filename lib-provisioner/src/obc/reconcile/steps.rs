@@ -70,6 +70,7 @@ pub(super) async fn execute<P: Provisioner>(
         Step::RecordObjectBucket { records } => {
             provision::record_object_bucket(records, o, ctx).await
         }
+        Step::WriteChildren => children::write_children(o, ctx).await,
         Step::WriteSecret => children::write_secret(o, ctx).await,
         Step::AdoptSecret => children::adopt_secret(o, ctx).await,
         Step::WriteConfigMap => children::write_config_map(o, ctx).await,

@@ -65,6 +65,11 @@ pub(crate) enum Step {
     /// rotation under way, whose previous key came from the Secret, is
     /// dropped in the same patch (it starts again from this record).
     RecordAccess,
+    /// Create the Secret and the ConfigMap side by side: both are missing
+    /// (a new claim, or both deleted). They are independent objects, and
+    /// either one without the other is a state a failed write already
+    /// leaves, so nothing waits for the first before sending the second.
+    WriteChildren,
     /// Create the Secret, or make its data match freshly obtained access.
     WriteSecret,
     /// Give an existing Secret of this claim our label and finalizer.
@@ -141,6 +146,7 @@ impl Step {
             | Step::CompleteObjectBucket
             | Step::AdoptObjectBucket { .. }
             | Step::RecordObjectBucket { .. }
+            | Step::WriteChildren
             | Step::WriteSecret
             | Step::AdoptSecret
             | Step::WriteConfigMap

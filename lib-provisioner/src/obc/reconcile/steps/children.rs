@@ -1,6 +1,7 @@
 //! The claim's Secret and ConfigMap: written, taken over, released.
 
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::events::EventType;
 
 use crate::core::error::{Error, Result};
@@ -11,21 +12,37 @@ use crate::obc::reconcile::plan::Observed;
 use crate::obc::reconcile::steps::Flow;
 use crate::obc::writes;
 
+/// Creates the Secret and the ConfigMap side by side: a new claim's path
+/// waits for one round trip instead of two. What either write made is
+/// recorded even when the other failed, so the next pass writes only what
+/// is missing.
+pub(super) async fn write_children<P: Provisioner>(
+    o: &mut Observed,
+    ctx: &Context<P>,
+) -> Result<Flow> {
+    let (secret, key_id) = desired_secret(o, ctx)?;
+    let config_map = desired_config_map(o, ctx)?;
+    let (secret, config_map) = tokio::join!(
+        writes::write_child(&ctx.client, &o.claim, secret),
+        writes::write_child(&ctx.client, &o.claim, config_map),
+    );
+    let secret = secret.map(|written| secret_written(o, ctx, written, key_id));
+    let config_map = config_map.map(|written| config_map_written(o, ctx, written));
+    secret?;
+    config_map?;
+    failpoint::hit("after-secret-written");
+    failpoint::hit("after-config-map-written");
+    Ok(Flow::Continue)
+}
+
 /// Creates the Secret, or makes its data match the obtained access.
 pub(super) async fn write_secret<P: Provisioner>(
     o: &mut Observed,
     ctx: &Context<P>,
 ) -> Result<Flow> {
-    let access = o
-        .access
-        .as_ref()
-        .ok_or(Error::MissingField("bucket access"))?;
-    let secret = writes::secret(&o.claim, &ctx.label, &access.credentials)?;
+    let (secret, key_id) = desired_secret(o, ctx)?;
     let written = writes::write_child(&ctx.client, &o.claim, secret).await?;
-    ctx.verified.record(&written);
-    o.secret = Some(written);
-    o.secret_key_id = Some(access.credentials.access_key_id.clone());
-    o.secret_synced = true;
+    secret_written(o, ctx, written, key_id);
     failpoint::hit("after-secret-written");
     if std::mem::take(&mut o.secret_drifted) {
         restored(
@@ -37,6 +54,29 @@ pub(super) async fn write_secret<P: Provisioner>(
         .await;
     }
     Ok(Flow::Continue)
+}
+
+/// The Secret the obtained access asks for, and its access key id.
+fn desired_secret<P: Provisioner>(o: &Observed, ctx: &Context<P>) -> Result<(Secret, String)> {
+    let access = o
+        .access
+        .as_ref()
+        .ok_or(Error::MissingField("bucket access"))?;
+    let secret = writes::secret(&o.claim, &ctx.label, &access.credentials)?;
+    Ok((secret, access.credentials.access_key_id.clone()))
+}
+
+/// Records a written Secret.
+fn secret_written<P: Provisioner>(
+    o: &mut Observed,
+    ctx: &Context<P>,
+    written: ObjectMeta,
+    key_id: String,
+) {
+    ctx.verified.record(&written);
+    o.secret = Some(written);
+    o.secret_key_id = Some(key_id);
+    o.secret_synced = true;
 }
 
 /// Gives an existing Secret of the claim our label, and takes our finalizer
@@ -55,15 +95,9 @@ pub(super) async fn write_config_map<P: Provisioner>(
     o: &mut Observed,
     ctx: &Context<P>,
 ) -> Result<Flow> {
-    let endpoint =
-        o.ob.as_ref()
-            .and_then(|ob| ob.spec.endpoint.clone())
-            .ok_or(Error::MissingField("ObjectBucket endpoint"))?;
-    let cm = writes::config_map(&o.claim, &ctx.label, &endpoint)?;
-    let written = writes::write_child(&ctx.client, &o.claim, cm).await?;
-    ctx.verified.record(&written);
-    o.config_map = Some(written);
-    o.config_map_synced = true;
+    let config_map = desired_config_map(o, ctx)?;
+    let written = writes::write_child(&ctx.client, &o.claim, config_map).await?;
+    config_map_written(o, ctx, written);
     failpoint::hit("after-config-map-written");
     if std::mem::take(&mut o.config_map_drifted) {
         restored(
@@ -75,6 +109,22 @@ pub(super) async fn write_config_map<P: Provisioner>(
         .await;
     }
     Ok(Flow::Continue)
+}
+
+/// The ConfigMap the ObjectBucket's endpoint asks for.
+fn desired_config_map<P: Provisioner>(o: &Observed, ctx: &Context<P>) -> Result<ConfigMap> {
+    let endpoint =
+        o.ob.as_ref()
+            .and_then(|ob| ob.spec.endpoint.clone())
+            .ok_or(Error::MissingField("ObjectBucket endpoint"))?;
+    writes::config_map(&o.claim, &ctx.label, &endpoint)
+}
+
+/// Records a written ConfigMap.
+fn config_map_written<P: Provisioner>(o: &mut Observed, ctx: &Context<P>, written: ObjectMeta) {
+    ctx.verified.record(&written);
+    o.config_map = Some(written);
+    o.config_map_synced = true;
 }
 
 /// Gives an existing ConfigMap of the claim our label, and takes our
