@@ -4,12 +4,14 @@
 //! * A pass's **own object** in its first round: the cache's copy (the one
 //!   the event carried), unless this process wrote the object since the
 //!   cache last showed it ([`OwnWrites`]). After a step that wrote it,
-//!   the write's answer ([`crate::cosi::answer`]); after any other step,
-//!   and after a conflict, a GET: the next plan must see the write.
+//!   the write's answer ([`crate::cosi::answer`]); after a step that did
+//!   not (a provisioner call, a write of another object), the copy that
+//!   step was planned on; after a conflict, a GET.
 //! * **Other objects** a plan looks at (a claim's Bucket, a Bucket's claim,
-//!   the classes): the cache's copy; a miss is confirmed with a GET, as a
-//!   cache may not have seen a create yet, and so is an object being
-//!   deleted ([`read`]).
+//!   the classes): the answer of this pass's last write of it (a Bucket
+//!   the claim's pass just created: the cache has not seen it yet), else
+//!   the cache's copy; a miss is confirmed with a GET, as a cache may not
+//!   have seen a create yet, and so is an object being deleted ([`read`]).
 //! * **Access Secrets** are not watched (a watch of every Secret would
 //!   cost more than the GET): a GET, once per pass and again only after a
 //!   step wrote the Secret or failed (the access pass's memory).
@@ -28,6 +30,7 @@ use kube::api::Api;
 use kube::runtime::reflector::{ObjectRef, Store};
 
 use crate::core::error::Error;
+use crate::cosi::answer;
 use crate::cosi::writes::{self, Object};
 
 /// How long a record of an own write is believed: a watch shows a write
@@ -84,9 +87,9 @@ impl OwnWrites {
     }
 }
 
-/// An object another plan looks at: the cache's copy, unless it is being
-/// deleted; a miss, or a deleting object, confirmed by a GET (without a
-/// cache, the GET alone). A deleting object is read afresh because what
+/// An object another plan looks at: what this pass's last write of it
+/// answered, else the cache's copy, unless it is being deleted; a miss, or
+/// a deleting object, confirmed by a GET (without a cache, the GET alone). A deleting object is read afresh because what
 /// waits for it waits for it to go: the event that removes its last
 /// finalizer finds it still cached, and its removal from the cache starts
 /// no pass of what waits.
@@ -99,9 +102,10 @@ pub(crate) async fn read<K>(
 where
     K: Object + kube::Resource<DynamicType = ()>,
 {
-    let hit = cache.and_then(|c| c.get(&key));
+    let written = answer::other::<K>(key.namespace.as_deref(), &key.name);
+    let hit = written.or_else(|| cache.and_then(|c| c.get(&key)).map(|h| h.as_ref().clone()));
     if let Some(hit) = hit.filter(|h| h.meta().deletion_timestamp.is_none()) {
-        return Ok(Some(hit.as_ref().clone()));
+        return Ok(Some(hit));
     }
     writes::get(api, &key.name, action).await
 }

@@ -12,7 +12,7 @@ use kube::{Resource, ResourceExt};
 
 use crate::core::backoff::backoff_key;
 use crate::core::error::Error;
-use crate::cosi::answer;
+use crate::cosi::answer::{self, Taken};
 use crate::cosi::context::CosiContext;
 use crate::cosi::plan::Next;
 use crate::cosi::refusals::REFUSED_RETRY;
@@ -66,7 +66,8 @@ pub(crate) trait Pass<P>: Default {
 /// Reconciles `obj` with pass `T`, once the caches are ready. The first
 /// round plans on `obj`, the cache's copy, where it shows this process's
 /// writes; a round after a step that wrote the object on that write's
-/// answer ([`crate::cosi::answer`]); any other round on a GET
+/// answer ([`crate::cosi::answer`]); a round after a step that did not
+/// write it on the copy the step was planned on; any other round on a GET
 /// ([`crate::cosi::fresh`]).
 pub(crate) async fn run<P, T: Pass<P>>(
     obj: &T::Object,
@@ -110,7 +111,7 @@ async fn rounds<P, T: Pass<P>>(obj: &T::Object, ctx: &CosiContext<P>) -> Result<
             // Planned on an older copy (the cache's, or one another writer
             // changed since): plan again on a GET's.
             Err(Error::Conflict { .. }) => {
-                let _older = answer::take::<T::Object>();
+                let _older: Taken<T::Object> = answer::take();
                 doubt = true;
                 continue;
             }
@@ -121,10 +122,22 @@ async fn rounds<P, T: Pass<P>>(obj: &T::Object, ctx: &CosiContext<P>) -> Result<
             Ok(progress) => progress,
         };
         match progress {
-            Progress::Stepped => {
-                doubt = true;
-                cached = answer::take();
-            }
+            Progress::Stepped => match answer::take() {
+                Taken::Answer(answer) => {
+                    doubt = true;
+                    cached = Some(answer);
+                }
+                // A provisioner call, or a write of another object: the
+                // copy just planned on is as current as it was, unless
+                // the object is being deleted, when the other kinds'
+                // passes write it too (a claim's releases its Bucket while
+                // the Bucket's deletes the bucket): read again.
+                Taken::Untouched if current.meta().deletion_timestamp.is_none() => {
+                    cached = Some(current);
+                }
+                // Read again: the GET says it is gone, or how it is now.
+                Taken::Gone | Taken::Untouched => doubt = true,
+            },
             Progress::Done => {
                 settle(ctx, doubt, current.meta(), current.resource_version());
                 ctx.backoff.reset(&key);

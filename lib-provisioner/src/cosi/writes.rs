@@ -139,7 +139,8 @@ pub(crate) async fn create<K: Object>(
     action: &'static str,
 ) -> Result<(), Error> {
     logged(action, &obj.name_any());
-    settled(api.create(&post_params(), obj).await, 409, action)
+    let created = api.create(&post_params(), obj).await.map(answer::offer);
+    settled(created, 409, action)
 }
 
 /// Deletes the object of this UID; gone already is done.
@@ -157,7 +158,12 @@ pub(crate) async fn delete<K: Object>(
         }),
         ..Default::default()
     };
-    settled(api.delete(&name, &params).await, 404, action)
+    // What this pass last wrote of it is no longer what is stored; one
+    // that waits for its finalizers is what is (deleting: the next read of
+    // it is a GET, not a second delete on a cache that lags).
+    answer::forget_other::<K>(obj.namespace().as_deref(), &name);
+    let deleted = api.delete(&name, &params).await;
+    settled(deleted.map(|d| d.map_left(answer::offer)), 404, action)
 }
 
 /// A write's result, where status `already` says it was done already.

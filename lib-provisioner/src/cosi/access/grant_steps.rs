@@ -17,6 +17,7 @@ use crate::core::provisioner::{
     AccessGrant, AccessMode, AccessRequest, AccessRevocation, AccessedBucket, ClaimIdentity,
     Provisioner,
 };
+use crate::cosi::answer;
 use crate::cosi::api::{
     AuthenticationType, Bucket, BucketAccess, BucketAccessClass, BucketAccessMode, FINALIZER,
     SIDECAR_CLEANUP_FINISHED_ANNOTATION, account_name_for_access,
@@ -36,10 +37,11 @@ pub(crate) struct Memory {
     written: BTreeSet<String>,
     revoked: bool,
     /// The access Secrets as this pass last read them: a round reads again
-    /// only the ones a step wrote since (its write's answer is not kept),
-    /// and all of them after a failed step (a 409 among them). No watch
-    /// holds Secrets, so each read is a GET; a tenant's edit in between is
-    /// met by the next write's resourceVersion, as for the access itself.
+    /// only the ones a step wrote since (from the write's answer, where it
+    /// was kept: [`crate::cosi::answer::other`]), and all of them after a
+    /// failed step (a 409 among them). No watch holds Secrets, so each
+    /// read is a GET; a tenant's edit in between is met by the next
+    /// write's resourceVersion, as for the access itself.
     secrets: BTreeMap<String, Option<Secret>>,
 }
 
@@ -64,7 +66,12 @@ pub(crate) async fn round<P: Provisioner>(
     })
     .await;
     if !matches!(progress, Ok(Progress::Stepped | Progress::Done)) {
+        // A 409 among them: every Secret is read again, with a GET.
         memory.secrets.clear();
+        for entry in &access.spec.bucket_claims {
+            let ns = access.namespace();
+            answer::forget_other::<Secret>(ns.as_deref(), &entry.access_secret_name);
+        }
     }
     progress
 }
@@ -89,12 +96,22 @@ async fn observe<P>(
         buckets.push(fresh::read(cache, &buckets_api, key, "read an accessed Bucket").await?);
     }
     let secrets_api = secrets(ctx, &access);
+    let ns = access.namespace();
     let mut secrets = Vec::new();
     for entry in &access.spec.bucket_claims {
         let name = entry.access_secret_name.clone();
+        // What this pass last wrote of it, unless that write left it
+        // deleting (what waits for it waits for it to go).
+        let written = || {
+            answer::other::<Secret>(ns.as_deref(), &name)
+                .filter(|s| s.metadata.deletion_timestamp.is_none())
+        };
         let secret = match memory.secrets.get(&name) {
             Some(known) => known.clone(),
-            None => writes::get(&secrets_api, &name, "read an access Secret").await?,
+            None => match written() {
+                Some(written) => Some(written),
+                None => writes::get(&secrets_api, &name, "read an access Secret").await?,
+            },
         };
         secrets.push((name, secret));
     }

@@ -60,6 +60,14 @@ pub(crate) fn bucket_name(claim: &BucketClaim) -> Option<String> {
     }
 }
 
+/// Whether the claim's plan looks at its Bucket (and class): a live claim
+/// without COSI's finalizer is only protected first, whatever its Bucket,
+/// so its pass reads neither (for a new claim: one GET fewer, of a Bucket
+/// no cache has yet).
+pub(crate) fn looks_at_bucket(claim: &BucketClaim) -> bool {
+    claim.metadata.deletion_timestamp.is_some() || has_finalizer(&claim.metadata)
+}
+
 fn is_static(claim: &BucketClaim) -> bool {
     claim.spec.existing_bucket_name.is_some()
 }

@@ -1,6 +1,6 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use super::plan::{Observed, Step, bucket_name, next_step};
+use super::plan::{Observed, Step, bucket_name, looks_at_bucket, next_step};
 use crate::cosi::api::*;
 use crate::cosi::plan::Next;
 
@@ -100,6 +100,36 @@ fn a_dynamic_claim_gets_its_bucket_named_after_its_uid() {
     assert_eq!(b.spec.bucket_claim_ref.uid.as_deref(), Some(UID));
     assert_eq!(b.spec.driver_name, "s3.example.com");
     assert!(b.metadata.finalizers.is_none(), "the driver adds its own");
+}
+
+/// The pass does not read the Bucket of a live claim without the
+/// finalizer: whatever that Bucket is, the plan protects the claim first.
+#[test]
+fn a_live_claim_without_the_finalizer_is_protected_whatever_its_bucket() {
+    let claims = [true, false].map(claim);
+    let bound_ones = [true, false].map(|d| bound(claim(d)));
+    for c in claims.into_iter().chain(bound_ones) {
+        assert!(!looks_at_bucket(&c));
+        let foreign = {
+            let mut b = bucket_of(&c, Some("another-uid"));
+            b.spec.bucket_claim_ref.namespace = "elsewhere".into();
+            b
+        };
+        let buckets = [
+            None,
+            Some(bucket_of(&c, None)),
+            Some(ready(bucket_of(&c, Some(UID)))),
+            Some(foreign),
+        ];
+        for bucket in buckets {
+            let mut o = observed(c.clone(), bucket);
+            assert_eq!(next_step(&o), Next::Step(Step::AddFinalizer));
+            o.class = None;
+            assert_eq!(next_step(&o), Next::Step(Step::AddFinalizer));
+        }
+    }
+    assert!(looks_at_bucket(&prepared(true)));
+    assert!(looks_at_bucket(&deleting(claim(true))));
 }
 
 #[test]

@@ -57,12 +57,14 @@ impl<P: Provisioner> Pass<P> for ClaimPass {
     }
 }
 
-/// The claim's Bucket, its class while it has no Bucket, and the
-/// BucketAccesses naming it (from the cache).
+/// The claim's Bucket and its class while it has no Bucket, where the
+/// plan looks at them ([`plan::looks_at_bucket`]), and the BucketAccesses
+/// naming it (from the cache).
 async fn observe<P>(ctx: &CosiContext<P>, claim: BucketClaim) -> Result<Observed, Error> {
     let name = claim.name_any();
     let buckets: Api<Bucket> = Api::all(ctx.client.clone());
-    let bucket = match plan::bucket_name(&claim) {
+    let looks = plan::looks_at_bucket(&claim);
+    let bucket = match plan::bucket_name(&claim).filter(|_| looks) {
         Some(b) => {
             let cache = Some(&ctx.caches.buckets);
             fresh::read(
@@ -76,7 +78,7 @@ async fn observe<P>(ctx: &CosiContext<P>, claim: BucketClaim) -> Result<Observed
         None => None,
     };
     let class = match (&claim.spec.bucket_class_name, &bucket) {
-        (Some(class), None) => {
+        (Some(class), None) if looks => {
             let classes: Api<BucketClass> = Api::all(ctx.client.clone());
             let cache = Some(&ctx.caches.classes);
             fresh::read(
