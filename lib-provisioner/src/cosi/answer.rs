@@ -33,6 +33,14 @@ tokio::task_local! {
 /// Another object than the pass's own: its type, namespace and name.
 type OtherKey = (TypeId, Option<String>, String);
 
+fn other_key<K: 'static>(namespace: Option<&str>, name: &str) -> OtherKey {
+    (
+        TypeId::of::<K>(),
+        namespace.map(str::to_owned),
+        name.to_owned(),
+    )
+}
+
 /// The object a pass is about, its last answer, and the last answers
 /// about the other objects the pass wrote.
 struct Slot {
@@ -58,8 +66,8 @@ pub(crate) fn offer<K: Resource + Send + 'static>(answer: K) {
     let uid = meta.uid.clone();
     let key = meta
         .name
-        .clone()
-        .map(|name| (TypeId::of::<K>(), meta.namespace.clone(), name));
+        .as_deref()
+        .map(|name| other_key::<K>(meta.namespace.as_deref(), name));
     let _outside_a_pass = ANSWER.try_with(|slot| {
         let mut slot = slot.borrow_mut();
         if !slot.uid.is_empty() && uid.as_deref() == Some(slot.uid.as_str()) {
@@ -106,11 +114,7 @@ pub(crate) fn other<K: Resource + Clone + 'static>(
     namespace: Option<&str>,
     name: &str,
 ) -> Option<K> {
-    let key = (
-        TypeId::of::<K>(),
-        namespace.map(str::to_owned),
-        name.to_owned(),
-    );
+    let key = other_key::<K>(namespace, name);
     ANSWER
         .try_with(|slot| {
             let slot = slot.borrow();
@@ -122,11 +126,7 @@ pub(crate) fn other<K: Resource + Clone + 'static>(
 
 /// Drops the last answer about another object (it is being deleted).
 pub(crate) fn forget_other<K: Resource + 'static>(namespace: Option<&str>, name: &str) {
-    let key = (
-        TypeId::of::<K>(),
-        namespace.map(str::to_owned),
-        name.to_owned(),
-    );
+    let key = other_key::<K>(namespace, name);
     let _outside_a_pass = ANSWER.try_with(|slot| slot.borrow_mut().others.remove(&key));
 }
 

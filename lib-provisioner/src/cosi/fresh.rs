@@ -14,7 +14,8 @@
 //!   have seen a create yet, and so is an object being deleted ([`read`]).
 //! * **Access Secrets** are not watched (a watch of every Secret would
 //!   cost more than the GET): a GET, once per pass and again only after a
-//!   step wrote the Secret or failed (the access pass's memory).
+//!   step wrote the Secret (its answer, where kept) or failed (the access
+//!   pass's memory; [`read`] without a cache).
 //!
 //! A stale copy costs no safety: every write computed from a read carries
 //! that read's resourceVersion (a 409 re-reads with a GET), and every
@@ -89,10 +90,11 @@ impl OwnWrites {
 
 /// An object another plan looks at: what this pass's last write of it
 /// answered, else the cache's copy, unless it is being deleted; a miss, or
-/// a deleting object, confirmed by a GET (without a cache, the GET alone). A deleting object is read afresh because what
-/// waits for it waits for it to go: the event that removes its last
-/// finalizer finds it still cached, and its removal from the cache starts
-/// no pass of what waits.
+/// a deleting object, confirmed by a GET (without a cache, as for access
+/// Secrets, the answer or the GET). A deleting object is read afresh
+/// because what waits for it waits for it to go: the event that removes
+/// its last finalizer finds it still cached, and its removal from the
+/// cache starts no pass of what waits.
 pub(crate) async fn read<K>(
     cache: Option<&Store<K>>,
     api: &Api<K>,

@@ -68,8 +68,8 @@ pub(crate) async fn round<P: Provisioner>(
     if !matches!(progress, Ok(Progress::Stepped | Progress::Done)) {
         // A 409 among them: every Secret is read again, with a GET.
         memory.secrets.clear();
+        let ns = access.namespace();
         for entry in &access.spec.bucket_claims {
-            let ns = access.namespace();
             answer::forget_other::<Secret>(ns.as_deref(), &entry.access_secret_name);
         }
     }
@@ -96,22 +96,18 @@ async fn observe<P>(
         buckets.push(fresh::read(cache, &buckets_api, key, "read an accessed Bucket").await?);
     }
     let secrets_api = secrets(ctx, &access);
-    let ns = access.namespace();
+    let ns = access.namespace().unwrap_or_default();
     let mut secrets = Vec::new();
     for entry in &access.spec.bucket_claims {
         let name = entry.access_secret_name.clone();
-        // What this pass last wrote of it, unless that write left it
-        // deleting (what waits for it waits for it to go).
-        let written = || {
-            answer::other::<Secret>(ns.as_deref(), &name)
-                .filter(|s| s.metadata.deletion_timestamp.is_none())
-        };
         let secret = match memory.secrets.get(&name) {
             Some(known) => known.clone(),
-            None => match written() {
-                Some(written) => Some(written),
-                None => writes::get(&secrets_api, &name, "read an access Secret").await?,
-            },
+            // No cache holds Secrets: what this pass last wrote of it, else
+            // (or if deleting) a GET.
+            None => {
+                let key = ObjectRef::new(&name).within(&ns);
+                fresh::read(None, &secrets_api, key, "read an access Secret").await?
+            }
         };
         secrets.push((name, secret));
     }
