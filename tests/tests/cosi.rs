@@ -898,6 +898,73 @@ async fn a_claim_goes_soon_after_its_bucket_is_emptied() {
     controller.stop().await.expect("controller stops");
 }
 
+/// Issue 37: a driver's wait is shown on the claim only once it outlasts
+/// the library's grace (5 s from the Bucket's creation): a claim whose
+/// class names a driver nobody serves gets, after it and not before, the
+/// wait in its status and a `Waiting` Event; a served claim gets neither.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_drivers_wait_is_shown_only_once_it_lasts() {
+    let (env, client) = setup().await;
+    let ns = "cosi-no-driver";
+    env.ensure_namespace(ns).await.expect("namespace");
+    let recorder = CosiRecorder::new();
+    let controller = start(&client, &recorder);
+    bucket_class(&client, "gold", BucketDeletionPolicy::Delete).await;
+    let unserved = BucketClassSpec {
+        driver_name: "nobody.example.com".into(),
+        deletion_policy: BucketDeletionPolicy::Delete,
+        parameters: None,
+    };
+    Api::<BucketClass>::all(client.clone())
+        .create(
+            &PostParams::default(),
+            &BucketClass::new("elsewhere", unserved),
+        )
+        .await
+        .expect("BucketClass");
+
+    claim(&client, ns, "served", dynamic("gold")).await;
+    wait_claim_ready(&client, ns, "served").await;
+    let asked = std::time::Instant::now();
+    let orphan = claim(&client, ns, "orphan", dynamic("elsewhere")).await;
+    let bucket = format!("bc-{}", orphan.uid().expect("uid"));
+    let claims = Api::<BucketClaim>::namespaced(client.clone(), ns);
+    let shown = wait_for(T, "the wait shown on the claim", || async {
+        let c = claims.get("orphan").await?;
+        Ok(c.status
+            .and_then(|s| s.error?.message)
+            .filter(|m| m.contains("waiting for driver nobody.example.com to provision Bucket")))
+    })
+    .await
+    .expect("shown");
+    // creationTimestamp has whole seconds: the grace may end up to 1 s early.
+    assert!(
+        asked.elapsed() >= Duration::from_millis(3500),
+        "shown after {:?}, inside the grace",
+        asked.elapsed()
+    );
+    assert!(shown.contains(&bucket), "{shown}");
+    let events = events_for(&client, ns, "orphan").await;
+    assert!(
+        events.iter().any(|(r, n)| r == "Waiting" && *n == shown),
+        "{events:?}"
+    );
+    let served = events_for(&client, ns, "served").await;
+    assert!(
+        !served.iter().any(|(r, _)| r == "Waiting"),
+        "a served claim's moment of waiting is not shown: {served:?}"
+    );
+
+    for name in ["orphan", "served"] {
+        claims
+            .delete(name, &DeleteParams::default())
+            .await
+            .expect("delete claim");
+        wait_gone(&claims, name, T).await.expect("claim gone");
+    }
+    controller.stop().await.expect("controller stops");
+}
+
 /// Issue 36 item 6 / issue 37: a tenant's edits of a granted BucketAccess
 /// (an annotation, all the `edit` role needs) cost the controller no read
 /// of what its watches hold: the pass plans on the cache's copy of the

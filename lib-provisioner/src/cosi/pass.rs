@@ -32,6 +32,9 @@ pub(crate) enum Progress {
     Done,
     /// Stopped on a wait or a refusal, shown on the object.
     Halted(Halt),
+    /// Stopped on a wait not shown yet ([`Next::Pending`]): again after
+    /// this long.
+    Pending(Duration),
     /// Another role or process holds the object: wait for a change.
     Elsewhere,
 }
@@ -159,6 +162,10 @@ async fn rounds<P, T: Pass<P>>(obj: &T::Object, ctx: &CosiContext<P>) -> Result<
                 let after = retry_after(ctx, &key, current.meta(), &halt);
                 return Ok(Action::requeue(after));
             }
+            Progress::Pending(after) => {
+                settle(ctx, doubt, current.meta(), current.resource_version());
+                return Ok(Action::requeue(after));
+            }
             Progress::Elsewhere => {
                 settle(ctx, doubt, current.meta(), current.resource_version());
                 return Ok(Action::await_change());
@@ -200,6 +207,7 @@ where
         Next::Step(step) => step,
         Next::Done => return Ok(Progress::Done),
         Next::Wait(m) => return Ok(Progress::Halted(Halt::Wait(m))),
+        Next::Pending(after) => return Ok(Progress::Pending(after)),
         Next::Refuse(m) => return Ok(Progress::Halted(Halt::Refuse(m))),
     };
     ctx.runtime.ensure_leading()?;

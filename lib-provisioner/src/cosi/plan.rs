@@ -1,5 +1,7 @@
 //! What a COSI planner answers, for every kind.
 
+use std::time::Duration;
+
 /// The next thing to do for one object.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Next<S> {
@@ -8,6 +10,12 @@ pub(crate) enum Next<S> {
     /// Something outside the object must happen first; retried with
     /// backoff. The message says what (status `error`, an Event).
     Wait(String),
+    /// A wait in the normal course of things (a driver's first answer
+    /// takes a moment): not shown, so that the user's object is not
+    /// written twice for a wait nobody needs to know about. Looked at
+    /// again after this long, or on the next event; a wait that outlasts
+    /// it is a [`Next::Wait`].
+    Pending(Duration),
     /// The object cannot be served as written; the message says how to
     /// fix it (status `error`, a Warning Event). Retried slowly.
     Refuse(String),

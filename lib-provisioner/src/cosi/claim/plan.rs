@@ -1,8 +1,10 @@
 //! The BucketClaim state machine as a pure function: [`next_step`].
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
 use crate::cosi::api::{
@@ -19,9 +21,19 @@ pub(crate) struct Observed {
     pub bucket: Option<Bucket>,
     /// The claim's BucketClass (dynamic claims; `None` if missing).
     pub class: Option<BucketClass>,
-    /// Live BucketAccesses in the claim's namespace that name it.
-    pub accesses: Vec<String>,
+    /// A BucketAccess in the claim's namespace that names it (looked for
+    /// only while the claim is being deleted).
+    pub access: Option<String>,
+    /// When it was observed (for [`DRIVER_GRACE`]).
+    pub now: Timestamp,
 }
+
+/// How long a Bucket may wait for its driver (its creation or its
+/// deletion) before the claim shows the wait: a driver answers in
+/// milliseconds to seconds, and showing every such wait would cost each
+/// claim a status write and an Event (two of its nine writes on creation)
+/// for nothing the user must do.
+pub(crate) const DRIVER_GRACE: Duration = Duration::from_secs(5);
 
 /// One step of a claim's pass.
 #[derive(Clone, Debug, PartialEq)]
@@ -192,15 +204,8 @@ fn binding_refusal(claim: &BucketClaim, bucket: &Bucket) -> Option<String> {
 fn bucket_status_step(o: &Observed, bucket: &Bucket, name: &str) -> Next<Step> {
     let bs = bucket.status.clone().unwrap_or_default();
     if bs.bucket_id.is_none() {
-        let why = bs
-            .error
-            .and_then(|e| e.message)
-            .map(|m| format!(": {m}"))
-            .unwrap_or_default();
-        return Next::Wait(format!(
-            "waiting for driver {} to provision Bucket {name}{why}",
-            bucket.spec.driver_name
-        ));
+        let created = bucket.metadata.creation_timestamp.as_ref();
+        return driver_wait(o, bucket, created, &format!("provision Bucket {name}"));
     }
     if bs.ready_to_use && bs.protocols.as_ref().is_none_or(Vec::is_empty) {
         return Next::Refuse(format!(
@@ -253,7 +258,7 @@ fn deletion_step(o: &Observed, name: &str) -> Next<Step> {
     if claim.status.as_ref().is_some_and(|s| s.ready_to_use) {
         return Next::Step(Step::MarkNotReady);
     }
-    if let Some(access) = o.accesses.first() {
+    if let Some(access) = &o.access {
         return Next::Wait(format!(
             "BucketAccess {access} still uses this claim: the claim is deleted once every BucketAccess naming it is deleted (its access revoked)"
         ));
@@ -281,9 +286,32 @@ fn deletion_step(o: &Observed, name: &str) -> Next<Step> {
         BucketDeletionPolicy::Delete if bucket.metadata.deletion_timestamp.is_none() => {
             Next::Step(Step::DeleteBucket)
         }
-        BucketDeletionPolicy::Delete => Next::Wait(format!(
-            "waiting for driver {} to delete Bucket {name}",
-            bucket.spec.driver_name
-        )),
+        BucketDeletionPolicy::Delete => {
+            let deleted = bucket.metadata.deletion_timestamp.as_ref();
+            driver_wait(o, bucket, deleted, &format!("delete Bucket {name}"))
+        }
     }
+}
+
+/// The wait for `bucket`'s driver to `what`, asked at `since`: not shown
+/// during its grace, unless the driver said (in the Bucket's status) why it
+/// has not; then with the driver's reason.
+fn driver_wait(o: &Observed, bucket: &Bucket, since: Option<&Time>, what: &str) -> Next<Step> {
+    let status = bucket.status.as_ref();
+    let why = status.and_then(|s| s.error.as_ref()?.message.as_deref());
+    if let Some(left) = grace_left(o, since).filter(|_| why.is_none()) {
+        return Next::Pending(left);
+    }
+    let why = why.map(|m| format!(": {m}")).unwrap_or_default();
+    let driver = &bucket.spec.driver_name;
+    Next::Wait(format!("waiting for driver {driver} to {what}{why}"))
+}
+
+/// What is left of [`DRIVER_GRACE`] for a driver asked at `since`
+/// (`None`: no time, or none left). Never more than the grace, whatever
+/// the two clocks say.
+fn grace_left(o: &Observed, since: Option<&Time>) -> Option<Duration> {
+    // A time "in the future" (a clock behind the apiserver's) is now.
+    let age = Duration::try_from(o.now.duration_since(since?.0)).unwrap_or_default();
+    DRIVER_GRACE.checked_sub(age).filter(|d| !d.is_zero())
 }

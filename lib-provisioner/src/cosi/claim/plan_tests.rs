@@ -1,6 +1,9 @@
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use std::time::Duration;
 
-use super::plan::{Observed, Step, bucket_name, looks_at_bucket, next_step};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+
+use super::plan::{DRIVER_GRACE, Observed, Step, bucket_name, looks_at_bucket, next_step};
 use crate::cosi::api::*;
 use crate::cosi::plan::Next;
 
@@ -66,7 +69,8 @@ fn observed(claim: BucketClaim, bucket: Option<Bucket>) -> Observed {
         claim,
         bucket,
         class: Some(class(BucketDeletionPolicy::Delete)),
-        accesses: vec![],
+        access: None,
+        now: Timestamp::UNIX_EPOCH,
     }
 }
 
@@ -170,6 +174,35 @@ fn then_binding_then_the_buckets_status() {
     assert_eq!(next_step(&observed(done, Some(ready(b)))), Next::Done);
 }
 
+/// Issue 37: the first moments of a driver's wait are not shown (two
+/// writes per claim); a longer wait, or one with the driver's error, is.
+#[test]
+fn a_new_buckets_wait_for_its_driver_is_shown_only_once_it_lasts() {
+    let c = bound(prepared(true));
+    let created = Timestamp::from_second(1_000).expect("time");
+    let at = |b: &Bucket, seconds: i64| {
+        let mut o = observed(c.clone(), Some(b.clone()));
+        o.now = created + SignedDuration::from_secs(seconds);
+        next_step(&o)
+    };
+    let waits = |next: Next<Step>| matches!(next, Next::Wait(m) if m.contains("waiting for driver s3.example.com"));
+    let mut b = bucket_of(&c, Some(UID));
+    b.metadata.creation_timestamp = Some(Time(created));
+    assert_eq!(at(&b, 0), Next::Pending(DRIVER_GRACE));
+    let two = Duration::from_secs(2);
+    assert_eq!(at(&b, 2), Next::Pending(DRIVER_GRACE - two));
+    assert_eq!(at(&b, -60), Next::Pending(DRIVER_GRACE), "a clock behind");
+    assert!(waits(at(&b, 5)) && waits(at(&b, 3600)));
+    b.status = Some(BucketStatus {
+        error: Some(TimestampedError::now("the store is full")),
+        ..Default::default()
+    });
+    assert!(
+        matches!(at(&b, 0), Next::Wait(m) if m.ends_with(": the store is full")),
+        "the driver's error is shown at once"
+    );
+}
+
 #[test]
 fn a_static_claim_binds_a_reserved_bucket_and_no_other() {
     let c = prepared(false);
@@ -242,11 +275,27 @@ fn deletion_releases_then_deletes_by_policy() {
         Next::Step(Step::DeleteBucket)
     );
     let mut going = released.clone();
-    going.metadata.deletion_timestamp = c.metadata.deletion_timestamp.clone();
-    assert!(matches!(
-        next_step(&observed(c.clone(), Some(going))),
-        Next::Wait(_)
-    ));
+    let deleted = Timestamp::from_second(1_000).expect("time");
+    going.metadata.deletion_timestamp = Some(Time(deleted));
+    let mut o = observed(c.clone(), Some(going));
+    o.now = deleted + SignedDuration::from_secs(1);
+    let four = DRIVER_GRACE - Duration::from_secs(1);
+    assert_eq!(next_step(&o), Next::Pending(four), "the driver's moment");
+    o.now = deleted + SignedDuration::from_secs(5);
+    assert!(matches!(next_step(&o), Next::Wait(m) if m.contains("to delete Bucket")));
+    let refused = o
+        .bucket
+        .as_mut()
+        .expect("Bucket")
+        .status
+        .as_mut()
+        .expect("status");
+    refused.error = Some(TimestampedError::now("the bucket is not empty"));
+    o.now = deleted;
+    assert!(
+        matches!(next_step(&o), Next::Wait(m) if m.ends_with("to delete Bucket bc-0d8f9bd2-4bd8-4d4c-9b5b-6c7a0f6b2d11: the bucket is not empty")),
+        "the driver's reason is shown at once"
+    );
     assert_eq!(
         next_step(&observed(c.clone(), None)),
         Next::Step(Step::RemoveFinalizer)
@@ -274,7 +323,7 @@ fn deletion_waits_for_its_accesses_and_marks_not_ready_first() {
         s.ready_to_use = false;
     }
     let mut o = observed(c, Some(b));
-    o.accesses = vec!["reader".into()];
+    o.access = Some("reader".into());
     assert!(matches!(next_step(&o), Next::Wait(m) if m.contains("BucketAccess reader")));
 }
 

@@ -58,8 +58,9 @@ impl<P: Provisioner> Pass<P> for ClaimPass {
 }
 
 /// The claim's Bucket and its class while it has no Bucket, where the
-/// plan looks at them ([`plan::looks_at_bucket`]), and the BucketAccesses
-/// naming it (from the cache).
+/// plan looks at them ([`plan::looks_at_bucket`]), and, for a deleting
+/// claim, a BucketAccess naming it (from the cache: only a deletion waits
+/// for them, and a scan of every access is not for each live claim's pass).
 async fn observe<P>(ctx: &CosiContext<P>, claim: BucketClaim) -> Result<Observed, Error> {
     let name = claim.name_any();
     let buckets: Api<Bucket> = Api::all(ctx.client.clone());
@@ -92,18 +93,17 @@ async fn observe<P>(ctx: &CosiContext<P>, claim: BucketClaim) -> Result<Observed
         _ => None,
     };
     let ns = claim.namespace().unwrap_or_default();
-    let accesses = ctx
-        .accesses
-        .state()
-        .iter()
-        .filter(|a| a.namespace().as_deref() == Some(&ns) && names_claim(a, &name))
-        .map(|a| a.name_any())
-        .collect();
+    let access = claim.metadata.deletion_timestamp.as_ref().and_then(|_| {
+        let naming =
+            |a: &BucketAccess| a.metadata.namespace.as_ref() == Some(&ns) && names_claim(a, &name);
+        ctx.accesses.find(naming).map(|a| a.name_any())
+    });
     Ok(Observed {
         claim,
         bucket,
         class,
-        accesses,
+        access,
+        now: k8s_openapi::jiff::Timestamp::now(),
     })
 }
 
