@@ -295,11 +295,13 @@ fn deletion_step(o: &Observed, name: &str) -> Next<Step> {
 
 /// The wait for `bucket`'s driver to `what`, asked at `since`: not shown
 /// during its grace, unless the driver said (in the Bucket's status) why it
-/// has not; then with the driver's reason.
+/// has not, or the claim still shows an earlier error, which would then
+/// tell what is no longer so; shown with the driver's reason.
 fn driver_wait(o: &Observed, bucket: &Bucket, since: Option<&Time>, what: &str) -> Next<Step> {
     let status = bucket.status.as_ref();
     let why = status.and_then(|s| s.error.as_ref()?.message.as_deref());
-    if let Some(left) = grace_left(o, since).filter(|_| why.is_none()) {
+    let shown = o.claim.status.as_ref().is_some_and(|s| s.error.is_some());
+    if let Some(left) = grace_left(o, since).filter(|_| why.is_none() && !shown) {
         return Next::Pending(left);
     }
     let why = why.map(|m| format!(": {m}")).unwrap_or_default();

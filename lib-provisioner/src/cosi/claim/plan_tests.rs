@@ -193,6 +193,15 @@ fn a_new_buckets_wait_for_its_driver_is_shown_only_once_it_lasts() {
     assert_eq!(at(&b, 2), Next::Pending(DRIVER_GRACE - two));
     assert_eq!(at(&b, -60), Next::Pending(DRIVER_GRACE), "a clock behind");
     assert!(waits(at(&b, 5)) && waits(at(&b, 3600)));
+    let mut stale = observed(c.clone(), Some(b.clone()));
+    stale.now = created;
+    if let Some(s) = stale.claim.status.as_mut() {
+        s.error = Some(TimestampedError::now("BucketClass gold does not exist"));
+    }
+    assert!(
+        matches!(next_step(&stale), Next::Wait(m) if m.contains("waiting for driver")),
+        "an earlier error shown is replaced at once: it is no longer so"
+    );
     b.status = Some(BucketStatus {
         error: Some(TimestampedError::now("the store is full")),
         ..Default::default()
