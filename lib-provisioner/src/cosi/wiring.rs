@@ -350,13 +350,7 @@ fn accesses_naming(
     store
         .state()
         .into_iter()
-        .filter(|a| {
-            a.namespace().as_deref() == Some(namespace)
-                && a.spec
-                    .bucket_claims
-                    .iter()
-                    .any(|c| c.bucket_claim_name == name)
-        })
+        .filter(|a| access::names_claim(a, namespace, name))
         .map(|a| ObjectRef::from_obj(a.as_ref()))
         .collect()
 }

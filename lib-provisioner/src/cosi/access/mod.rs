@@ -12,3 +12,16 @@ mod owner;
 #[cfg(test)]
 mod plan_tests;
 pub(crate) mod reconcile;
+
+use super::api::BucketAccess;
+
+/// Whether `access` is in `namespace` and names claim `claim`: what makes
+/// a claim's deletion wait for it, and a claim's events reach it.
+pub(crate) fn names_claim(access: &BucketAccess, namespace: &str, claim: &str) -> bool {
+    access.metadata.namespace.as_deref() == Some(namespace)
+        && access
+            .spec
+            .bucket_claims
+            .iter()
+            .any(|c| c.bucket_claim_name == claim)
+}

@@ -12,6 +12,7 @@ use serde_json::json;
 use super::plan::{self, Observed, Step};
 use crate::core::error::Error;
 use crate::core::provisioner::Provisioner;
+use crate::cosi::access;
 use crate::cosi::api::{
     BUCKETCLAIM_BEING_DELETED_ANNOTATION, Bucket, BucketAccess, BucketClaim, BucketClass,
 };
@@ -62,7 +63,6 @@ impl<P: Provisioner> Pass<P> for ClaimPass {
 /// claim, a BucketAccess naming it (from the cache: only a deletion waits
 /// for them, and a scan of every access is not for each live claim's pass).
 async fn observe<P>(ctx: &CosiContext<P>, claim: BucketClaim) -> Result<Observed, Error> {
-    let name = claim.name_any();
     let buckets: Api<Bucket> = Api::all(ctx.client.clone());
     let looks = plan::looks_at_bucket(&claim);
     let bucket = match plan::bucket_name(&claim).filter(|_| looks) {
@@ -92,10 +92,9 @@ async fn observe<P>(ctx: &CosiContext<P>, claim: BucketClaim) -> Result<Observed
         }
         _ => None,
     };
-    let ns = claim.namespace().unwrap_or_default();
     let access = claim.metadata.deletion_timestamp.as_ref().and_then(|_| {
-        let naming =
-            |a: &BucketAccess| a.metadata.namespace.as_ref() == Some(&ns) && names_claim(a, &name);
+        let (ns, name) = (claim.namespace().unwrap_or_default(), claim.name_any());
+        let naming = |a: &BucketAccess| access::names_claim(a, &ns, &name);
         ctx.accesses.find(naming).map(|a| a.name_any())
     });
     Ok(Observed {
@@ -105,14 +104,6 @@ async fn observe<P>(ctx: &CosiContext<P>, claim: BucketClaim) -> Result<Observed
         access,
         now: k8s_openapi::jiff::Timestamp::now(),
     })
-}
-
-fn names_claim(access: &BucketAccess, claim: &str) -> bool {
-    access
-        .spec
-        .bucket_claims
-        .iter()
-        .any(|c| c.bucket_claim_name == claim)
 }
 
 /// Takes one step (all writes: it never halts).
