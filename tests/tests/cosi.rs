@@ -37,10 +37,16 @@ fn start(client: &Client, recorder: &CosiRecorder) -> RunningController {
 }
 
 async fn bucket_class(client: &Client, name: &str, policy: BucketDeletionPolicy) {
+    bucket_class_of(client, name, DRIVER, policy).await;
+}
+
+/// A BucketClass of `driver` (another than the one the tests' controller
+/// serves, for a driver that never answers).
+async fn bucket_class_of(client: &Client, name: &str, driver: &str, policy: BucketDeletionPolicy) {
     let class = BucketClass::new(
         name,
         BucketClassSpec {
-            driver_name: DRIVER.into(),
+            driver_name: driver.into(),
             deletion_policy: policy,
             parameters: Some(BTreeMap::from([("tier".into(), "gold".into())])),
         },
@@ -910,18 +916,8 @@ async fn a_drivers_wait_is_shown_only_once_it_lasts() {
     let recorder = CosiRecorder::new();
     let controller = start(&client, &recorder);
     bucket_class(&client, "gold", BucketDeletionPolicy::Delete).await;
-    let unserved = BucketClassSpec {
-        driver_name: "nobody.example.com".into(),
-        deletion_policy: BucketDeletionPolicy::Delete,
-        parameters: None,
-    };
-    Api::<BucketClass>::all(client.clone())
-        .create(
-            &PostParams::default(),
-            &BucketClass::new("elsewhere", unserved),
-        )
-        .await
-        .expect("BucketClass");
+    let unserved = "nobody.example.com";
+    bucket_class_of(&client, "elsewhere", unserved, BucketDeletionPolicy::Delete).await;
 
     claim(&client, ns, "served", dynamic("gold")).await;
     wait_claim_ready(&client, ns, "served").await;
