@@ -7,7 +7,8 @@ use std::sync::{Arc, Mutex};
 use kube::runtime::reflector::Store;
 
 use crate::core::metrics::CacheGauge;
-use crate::obc::api::{ClaimPhase, ObjectBucketClaim};
+use crate::obc::CachedClaim;
+use crate::obc::api::ClaimPhase;
 
 /// Counts the claims in the claim cache by phase (every phase shown, at
 /// zero too).
@@ -19,14 +20,14 @@ use crate::obc::api::{ClaimPhase, ObjectBucketClaim};
 /// (`changes`, bumped by the watch after its store is written): an idle
 /// cluster's scrape counts nothing.
 pub(crate) struct ClaimPhases {
-    claims: Store<ObjectBucketClaim>,
+    claims: Store<CachedClaim>,
     changes: Arc<AtomicU64>,
     /// The counts, and the `changes` value read before they were taken.
     counted: Mutex<Option<(u64, BTreeMap<&'static str, i64>)>>,
 }
 
 impl ClaimPhases {
-    pub(crate) fn new(claims: Store<ObjectBucketClaim>, changes: Arc<AtomicU64>) -> Self {
+    pub(crate) fn new(claims: Store<CachedClaim>, changes: Arc<AtomicU64>) -> Self {
         Self {
             claims,
             changes,
@@ -49,6 +50,7 @@ impl ClaimPhases {
         // entry (which `state` does); it never matches.
         let _never_matches = self.claims.find(|claim| {
             let phase = claim
+                .without_maps()
                 .status
                 .as_ref()
                 .and_then(|s| s.phase)
@@ -87,7 +89,7 @@ mod tests {
     use kube::runtime::watcher::Event;
 
     use super::*;
-    use crate::obc::api::ObjectBucketClaimStatus;
+    use crate::obc::api::{ObjectBucketClaim, ObjectBucketClaimStatus};
 
     fn claim(name: &str, phase: Option<ClaimPhase>) -> ObjectBucketClaim {
         let mut c = ObjectBucketClaim::new(name, Default::default());
@@ -101,18 +103,24 @@ mod tests {
 
     #[test]
     fn the_counts_follow_the_store_once_the_watch_says_it_changed() {
-        let (reader, mut writer) = store::<ObjectBucketClaim>();
+        let (reader, mut writer) = store::<CachedClaim>();
         let changes = Arc::new(AtomicU64::new(0));
         let gauge = ClaimPhases::new(reader, changes.clone());
-        writer.apply_watcher_event(&Event::Apply(claim("a", Some(ClaimPhase::Bound))));
-        writer.apply_watcher_event(&Event::Apply(claim("b", None)));
+        writer.apply_watcher_event(&Event::Apply(CachedClaim::from(claim(
+            "a",
+            Some(ClaimPhase::Bound),
+        ))));
+        writer.apply_watcher_event(&Event::Apply(CachedClaim::from(claim("b", None))));
         changes.fetch_add(2, Ordering::Release);
         let (_, counts) = gauge.count();
         assert_eq!(counts["Bound"], 1);
         assert_eq!(counts["Pending"], 1);
         assert_eq!(counts["Failed"], 0);
 
-        writer.apply_watcher_event(&Event::Apply(claim("b", Some(ClaimPhase::Bound))));
+        writer.apply_watcher_event(&Event::Apply(CachedClaim::from(claim(
+            "b",
+            Some(ClaimPhase::Bound),
+        ))));
         assert_eq!(gauge.count().1["Bound"], 1, "kept until the watch says so");
         changes.fetch_add(1, Ordering::Release);
         assert_eq!(gauge.count().1["Bound"], 2);

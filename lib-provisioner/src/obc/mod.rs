@@ -25,3 +25,14 @@ pub(crate) mod writes;
 /// of the API.
 #[doc(hidden)]
 pub use reconcile::child_meta::CachedChild;
+
+/// What the caches keep of a claim and an ObjectBucket (see [`Compact`]).
+/// Public only so that the project's benchmark can measure what each cache
+/// costs; not part of the API.
+#[doc(hidden)]
+pub use crate::core::watch::compact::Compact;
+
+/// A claim as the caches keep it.
+pub(crate) type CachedClaim = Compact<api::ObjectBucketClaim>;
+/// An ObjectBucket as the caches keep it.
+pub(crate) type CachedBucket = Compact<api::ObjectBucket>;

@@ -14,6 +14,7 @@ use tokio::sync::watch;
 
 use crate::core::sweep::{Snapshot, SweepClass, SweepSource};
 use crate::obc::api::{ObjectBucket, ObjectBucketClaim};
+use crate::obc::{CachedBucket, CachedClaim};
 
 /// The StorageClasses of `provisioner_name`, as classes the sweep lists.
 fn classes<'a>(
@@ -50,8 +51,8 @@ fn owners<'a>(
 pub(crate) struct CacheSource {
     pub provisioner_name: String,
     pub classes: Store<StorageClass>,
-    pub claims: Store<ObjectBucketClaim>,
-    pub buckets: Store<ObjectBucket>,
+    pub claims: Store<CachedClaim>,
+    pub buckets: Store<CachedBucket>,
     pub synced: watch::Receiver<bool>,
 }
 
@@ -72,8 +73,8 @@ impl SweepSource for CacheSource {
                 &self.provisioner_name,
             ),
             owners: owners(
-                claims.iter().map(AsRef::as_ref),
-                buckets.iter().map(AsRef::as_ref),
+                claims.iter().map(|c| c.without_maps()),
+                buckets.iter().map(|b| b.without_maps()),
             ),
         })
     }

@@ -1,10 +1,12 @@
 //! What every family's watches and reconcilers are built from: the retry
-//! policy of a failed watch ([`backoff`]), the plumbing of a watch's events
+//! policy of a failed watch ([`backoff`]), objects cached without their
+//! label and annotation maps ([`compact`]), the plumbing of a watch's events
 //! into a cache and a reconciler ([`feeds`]), the deletions a shared watch
 //! does not hand its subscribers ([`gone`]), and the gates a trigger passes
 //! (leading, stopped: [`triggers`]).
 
 pub(crate) mod backoff;
+pub(crate) mod compact;
 pub(crate) mod feeds;
 pub(crate) mod gone;
 pub(crate) mod triggers;

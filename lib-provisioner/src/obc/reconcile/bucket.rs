@@ -22,15 +22,16 @@ use crate::core::failpoint;
 use crate::core::provisioner::{Provisioner, TeardownRequest};
 use crate::obc::api::{BucketPhase, ObjectBucket, ObjectBucketClaim};
 use crate::obc::writes;
+use crate::obc::{CachedBucket, CachedClaim};
 
 /// Reconciles one ObjectBucket, timed into the metrics.
 pub(crate) async fn reconcile<P: Provisioner>(
-    ob: Arc<ObjectBucket>,
+    cached: Arc<CachedBucket>,
     ctx: Arc<Context<P>>,
 ) -> Result<Action> {
     ctx.runtime.caches_ready().await;
     let started = std::time::Instant::now();
-    let result = reconcile_object_bucket(ob, &ctx).await;
+    let result = reconcile_object_bucket(cached.object(), &ctx).await;
     ctx.runtime
         .metrics
         .bucket_reconciled(started.elapsed(), result.as_ref().err());
@@ -38,7 +39,7 @@ pub(crate) async fn reconcile<P: Provisioner>(
 }
 
 async fn reconcile_object_bucket<P: Provisioner>(
-    ob: Arc<ObjectBucket>,
+    ob: ObjectBucket,
     ctx: &Arc<Context<P>>,
 ) -> Result<Action> {
     if !has_label(&ob.metadata, &ctx.label) || !has_finalizer(&ob.metadata) {
@@ -155,11 +156,11 @@ async fn claim_state<P: Provisioner>(ob: &ObjectBucket, ctx: &Context<P>) -> Res
         // controller's to look at (nor, with Role-only RBAC, readable).
         return Ok(ClaimState::Unknown);
     }
-    let key = ObjectRef::<ObjectBucketClaim>::new(name).within(ns);
+    let key = ObjectRef::<CachedClaim>::new(name).within(ns);
     if ctx
         .claims
         .get(&key)
-        .is_some_and(|c| plan::claim_ref_matches(ob, &c))
+        .is_some_and(|c| plan::claim_ref_matches(ob, c.without_maps()))
     {
         return Ok(ClaimState::Live);
     }

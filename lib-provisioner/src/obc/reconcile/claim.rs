@@ -17,6 +17,7 @@ use super::read::{claim_key, fresh_claim, get_opt, refresh_claim};
 use super::steps::Flow;
 use crate::core::error::{Error, Result};
 use crate::core::provisioner::Provisioner;
+use crate::obc::CachedClaim;
 use crate::obc::api::{ClaimPhase, ObjectBucket, ObjectBucketClaim};
 use crate::obc::writes;
 
@@ -26,18 +27,19 @@ const MAX_STEPS: usize = 24;
 
 /// Reconciles one claim.
 pub(crate) async fn reconcile<P: Provisioner>(
-    claim: Arc<ObjectBucketClaim>,
+    cached: Arc<CachedClaim>,
     ctx: Arc<Context<P>>,
 ) -> Result<Action> {
     // Decisions read the class and ObjectBucket caches: an unsynced cache
     // would make a bound claim look new (or its class look missing).
     ctx.runtime.caches_ready().await;
-    if ctx.superseded.is_stale(&claim.metadata) {
+    if ctx.superseded.is_stale(&cached.without_maps().metadata) {
         // The watch event with our own last write is on its way, and it
         // triggers the next pass; the requeue is only a safety net.
-        debug!(claim = %claim_key(&claim), "cached claim predates our last write; waiting for the watch");
+        debug!(claim = %claim_key(cached.without_maps()), "cached claim predates our last write; waiting for the watch");
         return Ok(Action::requeue(STALE_RETRY));
     }
+    let claim = cached.object();
     ctx.runtime.ensure_leading()?;
     let _in_flight = claim
         .metadata
@@ -48,11 +50,7 @@ pub(crate) async fn reconcile<P: Provisioner>(
     let mut o = match observe(&claim, &ctx, Source::CachesFirst).await {
         Ok(o) => o,
         Err(e) => {
-            let mut o = Observed::new(
-                claim.as_ref().clone(),
-                ClassState::Unnamed,
-                ctx.label.clone(),
-            );
+            let mut o = Observed::new(claim.clone(), ClassState::Unnamed, ctx.label.clone());
             super::steps::api_error(&mut o, &ctx, &e).await;
             return Err(e);
         }
@@ -82,7 +80,7 @@ pub(crate) async fn reconcile<P: Provisioner>(
         .reconciled(started.elapsed(), result.as_ref().err());
     if result.is_ok() {
         ctx.backoff
-            .reset(&crate::core::backoff::backoff_key(claim.as_ref()));
+            .reset(&crate::core::backoff::backoff_key(&claim));
     }
     result
 }
@@ -253,7 +251,7 @@ async fn observe<P: Provisioner>(
         Source::CachesFirst => ctx
             .buckets
             .get(&ObjectRef::new(ob_name))
-            .filter(|ob| !ctx.superseded_buckets.is_stale(&ob.metadata)),
+            .filter(|ob| !ctx.superseded_buckets.is_stale(&ob.without_maps().metadata)),
         Source::Api => None,
     };
     let ob = async {
@@ -262,7 +260,7 @@ async fn observe<P: Provisioner>(
             return Ok(None);
         }
         match cached(&ob_name) {
-            Some(ob) => Ok(Some(ObjectBucket::clone(&ob))),
+            Some(ob) => Ok(Some(ob.object())),
             None => {
                 get_opt(
                     &Api::<ObjectBucket>::all(ctx.client.clone()),

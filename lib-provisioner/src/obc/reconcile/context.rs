@@ -23,7 +23,8 @@ use crate::core::backoff::Backoffs;
 use crate::core::error::Error;
 use crate::core::provisioner::{ProvisionError, Provisioner};
 use crate::core::runtime::Runtime;
-use crate::obc::api::{ObjectBucket, ObjectBucketClaim};
+use crate::obc::api::ObjectBucketClaim;
+use crate::obc::{CachedBucket, CachedClaim};
 
 /// The metadata cache of one kind of child, over every namespace served.
 pub(crate) struct ChildStores<K: Resource<DynamicType = ()> + 'static>(pub Store<CachedChild<K>>);
@@ -42,8 +43,8 @@ pub(crate) struct Context<P> {
     pub provisioner_name: String,
     pub label: String,
     pub classes: Store<StorageClass>,
-    pub buckets: Store<ObjectBucket>,
-    pub claims: Store<ObjectBucketClaim>,
+    pub buckets: Store<CachedBucket>,
+    pub claims: Store<CachedClaim>,
     pub secrets: ChildStores<k8s_openapi::api::core::v1::Secret>,
     pub config_maps: ChildStores<k8s_openapi::api::core::v1::ConfigMap>,
     pub recorder: Recorder,
@@ -151,13 +152,12 @@ impl<P: Provisioner> Context<P> {
     /// With name records (see [`bucket_names`]) only ObjectBuckets count
     /// here; between claims the Lease decides.
     pub(crate) fn name_holder(&self, claim: &ObjectBucketClaim, bucket: &str) -> Option<String> {
-        if let Some(ob) = self
-            .buckets
-            .state()
-            .iter()
-            .find(|ob| ob.bucket_name() == Some(bucket) && !plan::claim_ref_matches(ob, claim))
-        {
+        if let Some(ob) = self.buckets.state().iter().find(|ob| {
+            let ob = ob.without_maps();
+            ob.bucket_name() == Some(bucket) && !plan::claim_ref_matches(ob, claim)
+        }) {
             let owner = ob
+                .without_maps()
                 .spec
                 .claim_ref
                 .as_ref()
@@ -189,10 +189,11 @@ impl<P: Provisioner> Context<P> {
             .state()
             .into_iter()
             .filter(|other| {
-                other.metadata.uid != claim.metadata.uid
-                    && plan::has_finalizer(&other.metadata)
-                    && plan::fixed_bucket_name(other) == Some(bucket)
-                    && (!prepared || key(other) < key(claim))
+                let bare = other.without_maps();
+                bare.metadata.uid != claim.metadata.uid
+                    && plan::has_finalizer(&bare.metadata)
+                    && plan::cached_fixed_bucket_name(other) == Some(bucket)
+                    && (!prepared || key(bare) < key(claim))
             })
             .map(|other| {
                 format!(

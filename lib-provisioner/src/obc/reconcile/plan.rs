@@ -31,7 +31,8 @@ mod step;
 mod teardown;
 
 pub(crate) use meta::{
-    annotation, claim_ref_matches, fixed_bucket_name, has_finalizer, has_label, owned_by,
+    annotation, cached_fixed_bucket_name, claim_ref_matches, fixed_bucket_name, has_finalizer,
+    has_label, owned_by,
 };
 use meta::{child_is_adopted, claim_status_is_bound, config_refused};
 use names::brownfield_bucket;
@@ -41,7 +42,7 @@ pub(crate) use names::{
 };
 pub(crate) use records::holds_generation;
 pub(crate) use step::Step;
-pub(crate) use teardown::{is_reserved, teardown_plan};
+pub(crate) use teardown::{cached_is_reserved, is_reserved, teardown_plan};
 
 /// What the StorageClass lookup found.
 #[derive(Clone, Debug)]

@@ -1009,3 +1009,46 @@ fn a_claim_that_lost_the_race_for_its_object_bucket_name_is_told_to_be_created_a
         other => panic!("expected a rejection, got {other:?}"),
     }
 }
+
+#[test]
+fn the_scans_over_compact_caches_read_what_the_full_objects_say() {
+    use crate::obc::api::GENERATED_NAME_ANNOTATION;
+    use crate::obc::{CachedBucket, CachedClaim};
+    let annotated = |value: &str| {
+        let mut c = generated_claim();
+        c.metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(GENERATED_NAME_ANNOTATION.into(), value.into());
+        c
+    };
+    let named = claim(ObjectBucketClaimSpec {
+        storage_class_name: "buckets".into(),
+        bucket_name: Some("fixed".into()),
+        ..Default::default()
+    });
+    for c in [
+        generated_claim(),
+        annotated("photos-abc"),
+        annotated(""),
+        named,
+    ] {
+        let cached = CachedClaim::from(c.clone());
+        assert_eq!(
+            cached_fixed_bucket_name(&cached),
+            fixed_bucket_name(&c),
+            "{c:?}"
+        );
+    }
+    let ob = ob_for(&generated_claim(), "photos-abc", Some("greenfield"));
+    let mut empty = ob.clone();
+    empty
+        .metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(crate::obc::api::RESERVED_ANNOTATION.into(), String::new());
+    for ob in [ob.clone(), reserved(ob), empty] {
+        let cached = CachedBucket::from(ob.clone());
+        assert_eq!(cached_is_reserved(&cached), is_reserved(&ob), "{ob:?}");
+    }
+}

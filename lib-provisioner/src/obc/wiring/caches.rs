@@ -27,6 +27,7 @@ use crate::core::writes::FIELD_MANAGER;
 use crate::obc::api::{ObjectBucket, ObjectBucketClaim, PROVISIONER_LABEL};
 use crate::obc::reconcile::child_meta::CachedChild;
 use crate::obc::reconcile::plan;
+use crate::obc::{CachedBucket, CachedClaim, Compact};
 
 type Feed<K> = BoxStream<'static, Result<K, watcher::Error>>;
 type Watch<K> = BoxStream<'static, Result<watcher::Event<K>, watcher::Error>>;
@@ -35,11 +36,11 @@ type Watch<K> = BoxStream<'static, Result<watcher::Event<K>, watcher::Error>>;
 /// the claim reconciler and the ObjectBucket reconciler.
 pub(super) struct SharedCaches {
     pub classes: Store<StorageClass>,
-    pub buckets: Store<ObjectBucket>,
+    pub buckets: Store<CachedBucket>,
     /// The claim reconciler's subscriptions to both.
-    pub claim_triggers: Option<(ReflectHandle<ObjectBucket>, ReflectHandle<StorageClass>)>,
+    pub claim_triggers: Option<(ReflectHandle<CachedBucket>, ReflectHandle<StorageClass>)>,
     /// The ObjectBucket reconciler's.
-    pub bucket_triggers: Option<ReflectHandle<ObjectBucket>>,
+    pub bucket_triggers: Option<ReflectHandle<CachedBucket>>,
     /// Both watches; they run until the controller stops.
     pub feeds: BoxFuture<'static, ()>,
 }
@@ -55,13 +56,14 @@ impl SharedCaches {
             .inspect(tracked(health, "StorageClass"))
             .modify(strip_managed_fields)
             .reflect_shared(class_writer);
-        let (buckets, bucket_writer) = reflector::store_shared::<ObjectBucket>(1024);
+        let (buckets, bucket_writer) = reflector::store_shared::<CachedBucket>(1024);
         let claim_triggers = bucket_writer.subscribe().zip(class_triggers);
         let bucket_triggers = bucket_writer.subscribe();
         let bucket_feed = watcher(Api::<ObjectBucket>::all(client.clone()), wc)
             .backoff(watch_backoff())
             .inspect(tracked(health, "ObjectBucket"))
             .modify(strip_managed_fields)
+            .map_ok(|e| map_event(e, Compact::from))
             .reflect_shared(bucket_writer);
         let feeds = futures::stream::select(
             class_feed.map(|r| r.map(|_| ())).boxed(),
@@ -85,13 +87,13 @@ impl SharedCaches {
 /// them: one watch per namespace and kind, one cache per kind
 /// ([`super::namespaces::reflect`]).
 pub(super) struct Scope {
-    pub claims: Store<ObjectBucketClaim>,
+    pub claims: Store<CachedClaim>,
     /// Bumped by every claim event, after the claim cache holds it
     /// (`obc::metrics::ClaimPhases` counts again only then).
     pub claim_changes: Arc<AtomicU64>,
     pub secrets: Store<CachedChild<Secret>>,
     pub config_maps: Store<CachedChild<ConfigMap>>,
-    pub(super) claim_feed: Feed<ObjectBucketClaim>,
+    pub(super) claim_feed: Feed<CachedClaim>,
     pub(super) secret_feed: Feed<CachedChild<Secret>>,
     pub(super) config_map_feed: Feed<CachedChild<ConfigMap>>,
 }
@@ -103,7 +105,7 @@ impl Scope {
         client: &Client,
         namespaces: &[Option<String>],
         label: &str,
-        deleted: mpsc::UnboundedSender<ObjectRef<ObjectBucket>>,
+        deleted: mpsc::UnboundedSender<ObjectRef<CachedBucket>>,
         health: &Arc<Health>,
     ) -> Self {
         let wc = watcher::Config::default().any_semantic();
@@ -115,13 +117,17 @@ impl Scope {
         // watch could report a deletion the cache has not seen yet.
         let claim_feed = super::namespaces::reflect(
             claim_writer,
-            watches::<ObjectBucketClaim>(client, namespaces, &wc, health, "ObjectBucketClaim"),
+            watches::<ObjectBucketClaim>(client, namespaces, &wc, health, "ObjectBucketClaim")
+                .into_iter()
+                .map(|(ns, watch)| (ns, watch.map_ok(|e| map_event(e, Compact::from)).boxed()))
+                .collect(),
         )
         .inspect({
             let changes = claim_changes.clone();
             move |event| {
                 if let Ok(watcher::Event::Delete(claim)) = event {
-                    let _ = deleted.send(ObjectRef::new(&plan::object_bucket_name(claim)));
+                    let name = plan::object_bucket_name(&claim.object());
+                    let _ = deleted.send(ObjectRef::new(&name));
                 }
                 if event.is_ok() {
                     changes.fetch_add(1, Ordering::Release);
@@ -235,8 +241,8 @@ where
 /// yet would write it (a create answered 409, then a read) for every claim
 /// at a restart.
 pub(super) async fn signal_ready(
-    (classes, buckets): (Store<StorageClass>, Store<ObjectBucket>),
-    claims: Store<ObjectBucketClaim>,
+    (classes, buckets): (Store<StorageClass>, Store<CachedBucket>),
+    claims: Store<CachedClaim>,
     (secrets, config_maps): (Store<CachedChild<Secret>>, Store<CachedChild<ConfigMap>>),
     synced: watch::Sender<bool>,
     health: Arc<Health>,

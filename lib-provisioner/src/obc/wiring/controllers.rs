@@ -16,8 +16,9 @@ use crate::core::provisioner::Provisioner;
 use crate::core::watch::backoff::watch_backoff;
 use crate::core::watch::feeds::{dropped_on_stop, tokio_stream_of};
 use crate::core::watch::triggers::{stopped, took_over, while_leading};
-use crate::obc::api::{ClaimPhase, ObjectBucket, ObjectBucketClaim};
+use crate::obc::api::ClaimPhase;
 use crate::obc::reconcile::{self, Context, bucket, claim};
+use crate::obc::{CachedBucket, CachedClaim};
 
 /// The claim reconciler: triggered by the claims served, their
 /// children, their ObjectBuckets, and the classes of claims still waiting;
@@ -25,9 +26,9 @@ use crate::obc::reconcile::{self, Context, bucket, claim};
 pub(super) fn claim_controller<P: Provisioner>(
     scope: Scope,
     (bucket_events, class_events, retried): (
-        ReflectHandle<ObjectBucket>,
+        ReflectHandle<CachedBucket>,
         ReflectHandle<StorageClass>,
-        mpsc::UnboundedReceiver<ObjectRef<ObjectBucketClaim>>,
+        mpsc::UnboundedReceiver<ObjectRef<CachedClaim>>,
     ),
     ctx: Arc<Context<P>>,
     config: Config,
@@ -47,15 +48,15 @@ pub(super) fn claim_controller<P: Provisioner>(
         .owns_stream(while_leading(scope.config_map_feed, &leading))
         .watches_shared_stream(
             while_leading(bucket_events, &leading),
-            move |ob: Arc<ObjectBucket>| {
+            move |ob: Arc<CachedBucket>| {
                 // A reservation comes and goes within the claim's own pass
                 // (made before the provisioner's call, dropped after a
                 // refusal that made nothing): its events would only start
                 // the pass again, each one reserving anew.
-                if crate::obc::reconcile::plan::is_reserved(&ob) {
+                if crate::obc::reconcile::plan::cached_is_reserved(&ob) {
                     return None;
                 }
-                ob.spec.claim_ref.as_ref().and_then(|r| {
+                ob.without_maps().spec.claim_ref.as_ref().and_then(|r| {
                     let (ns, name) = (r.namespace.as_deref()?, r.name.as_deref()?);
                     served
                         .serves_namespace(ns)
@@ -74,6 +75,7 @@ pub(super) fn claim_controller<P: Provisioner>(
                     .state()
                     .into_iter()
                     .filter(|c| {
+                        let c = c.without_maps();
                         c.spec.storage_class_name == name
                             && (c.metadata.deletion_timestamp.is_some()
                                 || c.status.as_ref().and_then(|s| s.phase)
@@ -99,9 +101,9 @@ pub(super) fn claim_controller<P: Provisioner>(
 /// it to look. Only while `leading`, like the claim reconciler.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn bucket_controller<P: Provisioner>(
-    bucket_events: ReflectHandle<ObjectBucket>,
-    buckets: Store<ObjectBucket>,
-    deletions: mpsc::UnboundedReceiver<ObjectRef<ObjectBucket>>,
+    bucket_events: ReflectHandle<CachedBucket>,
+    buckets: Store<CachedBucket>,
+    deletions: mpsc::UnboundedReceiver<ObjectRef<CachedBucket>>,
     ctx: Arc<Context<P>>,
     config: Config,
     stop: watch::Receiver<bool>,

@@ -26,7 +26,7 @@ use crate::core::names;
 use crate::core::provisioner::Provisioner;
 use crate::core::runtime::Shared;
 use crate::core::sweep::SweepSource;
-use crate::obc::api::ObjectBucket;
+use crate::obc::CachedBucket;
 use crate::obc::metrics::ClaimPhases;
 use crate::obc::reconcile::config_checks::ConfigChecks;
 use crate::obc::reconcile::{ChildStores, Context};
@@ -46,7 +46,7 @@ pub(crate) fn start<P: Provisioner>(
     let namespaces = settings.scope.namespaces();
     let mut caches = caches::SharedCaches::new(&shared.client, &shared.health);
     let (claim_deletions_tx, claim_deletions) =
-        tokio::sync::mpsc::unbounded_channel::<ObjectRef<ObjectBucket>>();
+        tokio::sync::mpsc::unbounded_channel::<ObjectRef<CachedBucket>>();
     let scope = caches::Scope::new(
         &shared.client,
         &namespaces,

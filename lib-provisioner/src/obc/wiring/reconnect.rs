@@ -10,6 +10,7 @@ use tracing::info;
 use crate::core::provisioner::Provisioner;
 use crate::core::server::Health;
 use crate::core::watch::triggers::stopped;
+use crate::obc::CachedClaim;
 use crate::obc::api::{ClaimPhase, ObjectBucketClaim};
 use crate::obc::reconcile::Context;
 
@@ -20,8 +21,8 @@ use crate::obc::reconcile::Context;
 pub(super) fn retry_after_reconnect<P: Provisioner>(
     health: Arc<Health>,
     ctx: Arc<Context<P>>,
-    claims: Store<ObjectBucketClaim>,
-    retry: mpsc::UnboundedSender<ObjectRef<ObjectBucketClaim>>,
+    claims: Store<CachedClaim>,
+    retry: mpsc::UnboundedSender<ObjectRef<CachedClaim>>,
     stop: watch::Receiver<bool>,
 ) -> BoxFuture<'static, ()> {
     let work = async move {
@@ -33,7 +34,7 @@ pub(super) fn retry_after_reconnect<P: Provisioner>(
             ctx.backoff.reset_all();
             let mut retried = 0;
             for claim in claims.state() {
-                if is_waiting(&claim) {
+                if is_waiting(claim.without_maps()) {
                     retried += 1;
                     let _ = retry.send(ObjectRef::from_obj(claim.as_ref()));
                 }

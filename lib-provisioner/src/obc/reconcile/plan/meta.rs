@@ -3,6 +3,7 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
+use crate::obc::CachedClaim;
 use crate::obc::api::{
     ClaimPhase, FINALIZER, GENERATED_NAME_ANNOTATION, ObjectBucket, ObjectBucketClaim,
     PROVISIONER_LABEL, RESERVED_ANNOTATION,
@@ -51,11 +52,16 @@ pub(crate) fn has_label(meta: &ObjectMeta, value: &str) -> bool {
 }
 
 pub(crate) fn annotation<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
-    meta.annotations
+    set(meta
+        .annotations
         .as_ref()
         .and_then(|a| a.get(key))
-        .map(String::as_str)
-        .filter(|v| !v.is_empty())
+        .map(String::as_str))
+}
+
+/// An annotation's value as the decisions count it: an empty one is unset.
+pub(crate) fn set(value: Option<&str>) -> Option<&str> {
+    value.filter(|v| !v.is_empty())
 }
 
 /// Whether an ObjectBucket records every bucket ever made for the claim,
@@ -123,10 +129,29 @@ pub(crate) fn config_refused(claim: &ObjectBucketClaim) -> bool {
 /// The bucket name a claim has fixed for itself (spec or annotation), used
 /// to find two greenfield claims that ask for the same bucket.
 pub(crate) fn fixed_bucket_name(claim: &ObjectBucketClaim) -> Option<&str> {
+    fixed_bucket_name_of(
+        claim,
+        annotation(&claim.metadata, GENERATED_NAME_ANNOTATION),
+    )
+}
+
+/// [`fixed_bucket_name`] of a cached claim, without copying it: the scan
+/// over every claim for a bucket name's holder reads it.
+pub(crate) fn cached_fixed_bucket_name(claim: &CachedClaim) -> Option<&str> {
+    fixed_bucket_name_of(
+        claim.without_maps(),
+        set(claim.annotation(GENERATED_NAME_ANNOTATION)),
+    )
+}
+
+fn fixed_bucket_name_of<'a>(
+    claim: &'a ObjectBucketClaim,
+    generated: Option<&'a str>,
+) -> Option<&'a str> {
     claim
         .spec
         .bucket_name
         .as_deref()
         .filter(|n| !n.is_empty())
-        .or_else(|| annotation(&claim.metadata, GENERATED_NAME_ANNOTATION))
+        .or(generated)
 }

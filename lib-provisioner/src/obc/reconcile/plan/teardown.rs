@@ -137,6 +137,12 @@ pub(crate) fn is_reserved(ob: &ObjectBucket) -> bool {
     annotation(&ob.metadata, crate::obc::api::RESERVED_ANNOTATION).is_some()
 }
 
+/// [`is_reserved`] of a cached ObjectBucket, without copying it (the claim
+/// reconciler's trigger reads it on every ObjectBucket event).
+pub(crate) fn cached_is_reserved(ob: &crate::obc::CachedBucket) -> bool {
+    super::meta::set(ob.annotation(crate::obc::api::RESERVED_ANNOTATION)).is_some()
+}
+
 /// Origin for teardown. When nothing recorded it and the class is gone,
 /// assume brownfield: revoking keeps data, deleting could not be undone.
 fn recorded_origin(ob: &ObjectBucket, class: &ClassState) -> BucketOrigin {
