@@ -229,7 +229,10 @@ impl<P: Provisioner> ControllerBuilder<P> {
         self
     }
 
-    /// How often a bound claim is checked again without any change.
+    /// How often a bound claim is checked again without any change
+    /// (default 10 minutes). The checks are spread over the period, a few
+    /// claims every 100 ms, so a claim is looked at again between one and
+    /// two periods after its last pass; zero: only on changes.
     pub fn resync(mut self, every: Duration) -> Self {
         self.resync = every;
         self

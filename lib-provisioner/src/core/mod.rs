@@ -16,6 +16,7 @@
 //! - `backoff`, `watch`, `log` (private): what both families' controllers
 //!   are built from: per-object retry backoff and the error policy, watch
 //!   retries and trigger gates, and the log of controller errors.
+//! - `ids` (private): UIDs and resource versions packed for per-object maps.
 //! - [`sweep`]: the store sweep (orphaned principals found and removed
 //!   after a grace period, orphaned buckets reported) and its audit.
 //! - `writes` (private): what every Kubernetes write shares (field manager,
@@ -27,6 +28,7 @@ pub(crate) mod backoff;
 pub(crate) mod calls;
 pub mod error;
 pub mod failpoint;
+pub(crate) mod ids;
 pub mod leader;
 pub(crate) mod log;
 pub mod metrics;

@@ -113,9 +113,10 @@ async fn claim_holds<P: Provisioner>(
     match claim_state(ob, ctx).await? {
         // The claim's reconciler owns this ObjectBucket, also while it is
         // being deleted directly: it stays until the claim is deleted. The
-        // claim's deletion triggers this reconciler; the periodic look is
-        // for a deletion that a watch gap (a relist) never reported.
-        ClaimState::Live => return Ok(Some(Action::requeue(ctx.resync))),
+        // claim's deletion triggers this reconciler; the paced resync
+        // (`core::watch::resync`) looks again for a deletion that a watch
+        // gap (a relist) never reported.
+        ClaimState::Live => return Ok(Some(Action::await_change())),
         ClaimState::Unknown => return Ok(Some(Action::await_change())),
         ClaimState::Gone => {}
     }

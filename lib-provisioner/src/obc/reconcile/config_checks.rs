@@ -12,10 +12,12 @@ use std::hash::{Hash, Hasher};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use crate::core::ids::Uid;
+
 /// Per claim UID, when its bucket was last checked (or counts as checked).
 pub(crate) struct ConfigChecks {
     every: Duration,
-    last: Mutex<HashMap<String, Instant>>,
+    last: Mutex<HashMap<Uid, Instant>>,
 }
 
 impl ConfigChecks {
@@ -38,7 +40,7 @@ impl ConfigChecks {
         }
         let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
         let since = *last
-            .entry(uid.to_owned())
+            .entry(Uid::new(uid))
             .or_insert_with(|| now.checked_sub(self.spread(uid)).unwrap_or(now));
         now.saturating_duration_since(since) >= self.every
     }
@@ -48,7 +50,7 @@ impl ConfigChecks {
     pub(crate) fn checked(&self, uid: &str) {
         if !self.every.is_zero() {
             let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
-            last.insert(uid.to_owned(), Instant::now());
+            last.insert(Uid::new(uid), Instant::now());
         }
     }
 
@@ -57,7 +59,7 @@ impl ConfigChecks {
         self.last
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .remove(uid);
+            .remove(&Uid::new(uid));
     }
 
     /// How far into its interval a claim seen for the first time already

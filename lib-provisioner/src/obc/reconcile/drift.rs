@@ -25,6 +25,7 @@ use kube::api::Api;
 use super::Context;
 use super::plan::{self, Observed};
 use crate::core::error::{Error, Result};
+use crate::core::ids::{Uid, Version};
 use crate::core::provisioner::BucketRequest;
 use crate::obc::api::{CONFIG_MAP_HASH_ANNOTATION, SECRET_HASH_ANNOTATION};
 use crate::obc::writes;
@@ -36,12 +37,12 @@ pub(crate) struct Verified(Mutex<Seen>);
 
 #[derive(Default)]
 struct Seen {
-    versions: HashMap<String, String>,
+    versions: HashMap<Uid, Version>,
     /// Secrets of older writers (the Go library, versions before the hash
     /// annotation): the hash of their data when this process first read
     /// them. What it read then is trusted, as the takeover trusts it; an
     /// edit after that is drift.
-    first_hashes: HashMap<String, String>,
+    first_hashes: HashMap<Uid, String>,
 }
 
 impl Verified {
@@ -49,13 +50,13 @@ impl Verified {
         let (Some(uid), Some(rv)) = (&meta.uid, &meta.resource_version) else {
             return false;
         };
-        self.lock().versions.get(uid) == Some(rv)
+        self.lock().versions.get(&Uid::new(uid)) == Some(&Version::new(rv))
     }
 
     /// Records a child's version as holding what the library wrote.
     pub(crate) fn record(&self, meta: &ObjectMeta) {
         if let (Some(uid), Some(rv)) = (&meta.uid, &meta.resource_version) {
-            self.lock().versions.insert(uid.clone(), rv.clone());
+            self.lock().versions.insert(Uid::new(uid), Version::new(rv));
         }
     }
 
@@ -63,15 +64,16 @@ impl Verified {
     pub(crate) fn forget(&self, meta: &ObjectMeta) {
         if let Some(uid) = &meta.uid {
             let mut seen = self.lock();
-            seen.versions.remove(uid);
-            seen.first_hashes.remove(uid);
+            let uid = Uid::new(uid);
+            seen.versions.remove(&uid);
+            seen.first_hashes.remove(&uid);
         }
     }
 
     /// The hash a Secret without the hash annotation is held to: the one
     /// first seen on it (then `hash` is remembered).
     fn first_hash(&self, meta: &ObjectMeta, hash: &str) -> Option<String> {
-        let uid = meta.uid.clone()?;
+        let uid = Uid::new(meta.uid.as_deref()?);
         Some(
             self.lock()
                 .first_hashes

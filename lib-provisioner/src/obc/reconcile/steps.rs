@@ -39,7 +39,9 @@ pub(super) async fn execute<P: Provisioner>(
 ) -> Result<Flow> {
     match step {
         Step::Ignore => Ok(Flow::Stop(Action::await_change())),
-        Step::Done => Ok(Flow::Stop(Action::requeue(ctx.resync))),
+        // The next look without a change comes from the paced resync
+        // (`core::watch::resync`), not from a scheduler entry per claim.
+        Step::Done => Ok(Flow::Stop(Action::await_change())),
         Step::Reject(problem) => Err(reject(o, ctx, &problem).await),
         Step::Wait(problem) => {
             show_problem(o, ctx, ClaimPhase::Pending, &problem).await?;

@@ -117,10 +117,14 @@ impl Scope {
         // watch could report a deletion the cache has not seen yet.
         let claim_feed = super::namespaces::reflect(
             claim_writer,
-            watches::<ObjectBucketClaim>(client, namespaces, &wc, health, "ObjectBucketClaim")
-                .into_iter()
-                .map(|(ns, watch)| (ns, watch.map_ok(|e| map_event(e, Compact::from)).boxed()))
-                .collect(),
+            watches::<ObjectBucketClaim, _>(
+                client,
+                namespaces,
+                &wc,
+                health,
+                "ObjectBucketClaim",
+                Compact::from,
+            ),
         )
         .inspect({
             let changes = claim_changes.clone();
@@ -153,16 +157,19 @@ impl Scope {
 }
 
 /// One watch of `K` per namespace (`None`: all), each retried with its own
-/// backoff and tracked in the watches' health under its own name.
-fn watches<K>(
+/// backoff and tracked in the watches' health under its own name; each
+/// object is handed on as `keep` makes it (what the cache holds of it).
+fn watches<K, C>(
     client: &Client,
     namespaces: &[Option<String>],
     wc: &watcher::Config,
     health: &Arc<Health>,
     kind: &str,
-) -> Vec<(String, Watch<K>)>
+    keep: fn(K) -> C,
+) -> Vec<(String, Watch<C>)>
 where
     K: Watchable + kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+    C: Send + 'static,
 {
     namespaces
         .iter()
@@ -179,6 +186,7 @@ where
                 .modify(|child| keep_other_writers(child, FIELD_MANAGER, CHILD_PAYLOAD))
                 .backoff(watch_backoff())
                 .inspect(tracked(health, name))
+                .map_ok(move |e| map_event(e, keep))
                 .boxed();
             (ns.clone().unwrap_or_default(), watch)
         })
@@ -219,15 +227,7 @@ where
     let (store, writer) = reflector::store();
     let feed = super::namespaces::reflect(
         writer,
-        watches::<PartialObjectMeta<K>>(client, namespaces, wc, health, kind)
-            .into_iter()
-            .map(|(ns, watch)| {
-                (
-                    ns,
-                    watch.map_ok(|e| map_event(e, CachedChild::from)).boxed(),
-                )
-            })
-            .collect(),
+        watches::<PartialObjectMeta<K>, _>(client, namespaces, wc, health, kind, CachedChild::from),
     )
     .touched_objects()
     .filter(without_errors)

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use futures::future::{BoxFuture, FutureExt};
+use futures::future::{BoxFuture, FutureExt, Ready, ready};
 use futures::stream::StreamExt;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::runtime::controller::{Config, Controller};
@@ -16,13 +16,16 @@ use crate::core::provisioner::Provisioner;
 use crate::core::watch::backoff::watch_backoff;
 use crate::core::watch::feeds::{dropped_on_stop, tokio_stream_of};
 use crate::core::watch::triggers::{stopped, took_over, while_leading};
+use crate::core::watch::{keys, resync};
 use crate::obc::api::ClaimPhase;
 use crate::obc::reconcile::{self, Context, bucket, claim};
-use crate::obc::{CachedBucket, CachedClaim};
+use crate::obc::{CachedBucket, CachedChild, CachedClaim};
 
 /// The claim reconciler: triggered by the claims served, their
 /// children, their ObjectBuckets, and the classes of claims still waiting;
-/// only while `leading` (then once for every cached claim).
+/// only while `leading` (then once for every cached claim), and every claim
+/// once per resync period, paced ([`resync::paced`]). Every trigger hands
+/// the scheduler a lean key ([`keys`]).
 pub(super) fn claim_controller<P: Provisioner>(
     scope: Scope,
     (bucket_events, class_events, retried): (
@@ -37,41 +40,49 @@ pub(super) fn claim_controller<P: Provisioner>(
 ) -> BoxFuture<'static, ()> {
     let served = ctx.clone();
     let claims_for_class = scope.claims.clone();
+    let resync = resync::paced(scope.claims.clone(), ctx.resync);
+    let everything = keys::all_keys_on(took_over(leading.clone()), scope.claims.clone());
     let claim_feed = dropped_on_stop(scope.claim_feed, stop.clone());
-    Controller::for_stream(while_leading(claim_feed, &leading), scope.claims)
+    let children = futures::stream::select(
+        scope.secret_feed.map(|child| child.map(|c| owners(&c))),
+        scope.config_map_feed.map(|child| child.map(|c| owners(&c))),
+    );
+    // The claims themselves come as one more trigger (`reconcile_on`): the
+    // main stream's `trigger_self` would copy a version and UID into each
+    // key.
+    Controller::for_stream(futures::stream::pending(), scope.claims)
         .with_config(config)
         // The trigger streams' own backoff (kube-runtime's default grows
         // to 30 s) would hold the claims back after an outage just as well.
         .trigger_backoff(watch_backoff())
-        .reconcile_all_on(took_over(leading.clone()))
-        .owns_stream(while_leading(scope.secret_feed, &leading))
-        .owns_stream(while_leading(scope.config_map_feed, &leading))
-        .watches_shared_stream(
-            while_leading(bucket_events, &leading),
-            move |ob: Arc<CachedBucket>| {
+        .reconcile_on(while_leading(claim_feed.filter_map(lean), &leading))
+        .reconcile_on(everything)
+        .reconcile_on(while_leading(children.flat_map(flattened), &leading))
+        .reconcile_on(while_leading(
+            bucket_events.filter_map(move |ob: Arc<CachedBucket>| {
                 // A reservation comes and goes within the claim's own pass
                 // (made before the provisioner's call, dropped after a
                 // refusal that made nothing): its events would only start
                 // the pass again, each one reserving anew.
                 if crate::obc::reconcile::plan::cached_is_reserved(&ob) {
-                    return None;
+                    return ready(None);
                 }
-                ob.without_maps().spec.claim_ref.as_ref().and_then(|r| {
+                ready(ob.without_maps().spec.claim_ref.as_ref().and_then(|r| {
                     let (ns, name) = (r.namespace.as_deref()?, r.name.as_deref()?);
                     served
                         .serves_namespace(ns)
                         .then(|| ObjectRef::new(name).within(ns))
-                })
-            },
-        )
-        .watches_shared_stream(
-            while_leading(class_events, &leading),
-            move |class: Arc<StorageClass>| {
+                }))
+            }),
+            &leading,
+        ))
+        .reconcile_on(while_leading(
+            class_events.flat_map(move |class: Arc<StorageClass>| {
                 // A class appearing or changing can unblock waiting claims and
                 // blocked deletions (a fixed parameter); bound claims do not
                 // depend on it.
                 let name = class.metadata.name.clone().unwrap_or_default();
-                claims_for_class
+                let waiting: Vec<ObjectRef<CachedClaim>> = claims_for_class
                     .state()
                     .into_iter()
                     .filter(|c| {
@@ -81,11 +92,14 @@ pub(super) fn claim_controller<P: Provisioner>(
                                 || c.status.as_ref().and_then(|s| s.phase)
                                     != Some(ClaimPhase::Bound))
                     })
-                    .map(|c| ObjectRef::from_obj(c.as_ref()))
-                    .collect::<Vec<_>>()
-            },
-        )
+                    .map(|c| keys::key_of(c.as_ref()))
+                    .collect();
+                futures::stream::iter(waiting)
+            }),
+            &leading,
+        ))
         .reconcile_on(while_leading(tokio_stream_of(retried), &leading))
+        .reconcile_on(while_leading(resync, &leading))
         .graceful_shutdown_on(stopped(stop))
         .run(claim::reconcile, reconcile::error_policy, ctx)
         .for_each(|result| async move {
@@ -98,7 +112,9 @@ pub(super) fn claim_controller<P: Provisioner>(
 
 /// The ObjectBucket reconciler. A claim that disappears leaves its
 /// ObjectBucket unchanged; only the claim's deletion (`deletions`) can tell
-/// it to look. Only while `leading`, like the claim reconciler.
+/// it to look; the paced resync looks at each once per period, for a
+/// deletion a watch gap (a relist) never reported. Only while `leading`,
+/// like the claim reconciler, and with lean keys too.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn bucket_controller<P: Provisioner>(
     bucket_events: ReflectHandle<CachedBucket>,
@@ -109,11 +125,18 @@ pub(super) fn bucket_controller<P: Provisioner>(
     stop: watch::Receiver<bool>,
     leading: watch::Receiver<bool>,
 ) -> BoxFuture<'static, ()> {
-    Controller::for_shared_stream(while_leading(bucket_events, &leading), buckets)
+    let resync = resync::paced(buckets.clone(), ctx.resync);
+    let everything = keys::all_keys_on(took_over(leading.clone()), buckets.clone());
+    Controller::for_stream(futures::stream::pending(), buckets)
         .with_config(config)
         .trigger_backoff(watch_backoff())
-        .reconcile_all_on(took_over(leading.clone()))
+        .reconcile_on(while_leading(
+            bucket_events.map(|ob| keys::key_of(ob.as_ref())),
+            &leading,
+        ))
+        .reconcile_on(everything)
         .reconcile_on(while_leading(tokio_stream_of(deletions), &leading))
+        .reconcile_on(while_leading(resync, &leading))
         .graceful_shutdown_on(stopped(stop))
         .run(bucket::reconcile, reconcile::error_policy, ctx)
         .for_each(|result| async move {
@@ -122,4 +145,32 @@ pub(super) fn bucket_controller<P: Provisioner>(
             }
         })
         .boxed()
+}
+
+/// A watched object's key; a watch error (logged where the watch is
+/// tracked) is none.
+fn lean<K>(object: Result<K, kube::runtime::watcher::Error>) -> Ready<Option<ObjectRef<K>>>
+where
+    K: kube::Resource<DynamicType = ()>,
+{
+    ready(object.ok().map(|o| keys::key_of(&o)))
+}
+
+/// The claims among a child's owners.
+fn owners<K>(child: &CachedChild<K>) -> Vec<ObjectRef<CachedClaim>>
+where
+    K: kube::Resource<DynamicType = ()>,
+{
+    let refs = child.owner_references().unwrap_or_default();
+    keys::owner_keys(kube::Resource::meta(child).namespace.as_deref(), &refs)
+}
+
+/// The owner keys of a child, or none for a watch error.
+fn flattened<K>(
+    keys: Result<Vec<ObjectRef<K>>, kube::runtime::watcher::Error>,
+) -> futures::stream::Iter<std::vec::IntoIter<ObjectRef<K>>>
+where
+    K: kube::Resource<DynamicType = ()>,
+{
+    futures::stream::iter(keys.unwrap_or_default())
 }

@@ -9,6 +9,7 @@ use tracing::info;
 
 use crate::core::provisioner::Provisioner;
 use crate::core::server::Health;
+use crate::core::watch::keys::key_of;
 use crate::core::watch::triggers::stopped;
 use crate::obc::CachedClaim;
 use crate::obc::api::{ClaimPhase, ObjectBucketClaim};
@@ -36,7 +37,7 @@ pub(super) fn retry_after_reconnect<P: Provisioner>(
             for claim in claims.state() {
                 if is_waiting(claim.without_maps()) {
                     retried += 1;
-                    let _ = retry.send(ObjectRef::from_obj(claim.as_ref()));
+                    let _ = retry.send(key_of(claim.as_ref()));
                 }
             }
             let still_failing = health.watches.failing();
