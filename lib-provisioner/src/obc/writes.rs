@@ -40,9 +40,25 @@ fn claim_api(client: &Client, claim: &ObjectBucketClaim) -> Result<Api<ObjectBuc
 
 /// The owner reference that makes a child garbage-collected with its claim.
 pub(crate) fn owner_reference(claim: &ObjectBucketClaim) -> Result<OwnerReference> {
-    claim
-        .controller_owner_ref(&())
-        .ok_or(Error::MissingField("claim uid"))
+    match (&claim.metadata.name, &claim.metadata.uid) {
+        (Some(name), Some(uid)) => Ok(claim_owner_reference(name.clone(), uid.clone())),
+        _ => Err(Error::MissingField("claim uid")),
+    }
+}
+
+/// The owner reference the library writes on a child of the claim `name`
+/// with UID `uid`: the claim as its controller, as kube's
+/// `controller_owner_ref` makes it. The child cache keeps a child that
+/// carries exactly this as the UID alone (`CachedChild`).
+pub(crate) fn claim_owner_reference(name: String, uid: String) -> OwnerReference {
+    OwnerReference {
+        api_version: ObjectBucketClaim::api_version(&()).into_owned(),
+        kind: ObjectBucketClaim::kind(&()).into_owned(),
+        name,
+        uid,
+        controller: Some(true),
+        block_owner_deletion: None,
+    }
 }
 
 /// Metadata patch that adds `FINALIZER` and the label (and optionally an

@@ -23,8 +23,16 @@ where
     O: Resource,
 {
     let meta = obj.meta();
-    let key = ObjectRef::new(meta.name.as_deref().unwrap_or_default());
-    match meta.namespace.as_deref() {
+    named(
+        meta.name.as_deref().unwrap_or_default(),
+        meta.namespace.as_deref(),
+    )
+}
+
+/// The key of `name` in `ns` (`None`: cluster-scoped).
+fn named<K: Resource<DynamicType = ()>>(name: &str, ns: Option<&str>) -> ObjectRef<K> {
+    let key = ObjectRef::new(name);
+    match ns {
         Some(ns) => key.within(ns),
         None => key,
     }
@@ -40,10 +48,7 @@ where
     let (kind, api_version) = (Owner::kind(&()), Owner::api_version(&()));
     refs.iter()
         .filter(|r| r.kind == kind && r.api_version == api_version)
-        .map(|r| match ns {
-            Some(ns) => ObjectRef::new(&r.name).within(ns),
-            None => ObjectRef::new(&r.name),
-        })
+        .map(|r| named(&r.name, ns))
         .collect()
 }
 

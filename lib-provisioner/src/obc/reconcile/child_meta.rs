@@ -20,9 +20,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use kube::Resource;
 use kube::core::PartialObjectMeta;
 
-use crate::obc::api::{
-    CONFIG_MAP_HASH_ANNOTATION, ObjectBucketClaim, PROVISIONER_LABEL, SECRET_HASH_ANNOTATION,
-};
+use crate::obc::api::{CONFIG_MAP_HASH_ANNOTATION, PROVISIONER_LABEL, SECRET_HASH_ANNOTATION};
+use crate::obc::writes::claim_owner_reference;
 
 /// The annotations a decision reads on a child.
 const KEPT_ANNOTATIONS: [&str; 2] = [SECRET_HASH_ANNOTATION, CONFIG_MAP_HASH_ANNOTATION];
@@ -114,7 +113,7 @@ impl<K> CachedChild<K> {
     pub(crate) fn owner_references(&self) -> Option<Vec<OwnerReference>> {
         match &self.owners {
             Owners::Unset => None,
-            Owners::Claim { uid } => Some(vec![claim_owner(
+            Owners::Claim { uid } => Some(vec![claim_owner_reference(
                 self.meta.name.clone().unwrap_or_default(),
                 uid.to_string(),
             )]),
@@ -128,7 +127,8 @@ impl<K> CachedChild<K> {
 enum Owners {
     /// None given.
     Unset,
-    /// Exactly [`claim_owner`] for the child's name and this UID.
+    /// Exactly the library's `writes::claim_owner_reference` for the
+    /// child's name and this UID.
     Claim { uid: Box<str> },
     /// Any other list, as given.
     Listed(Vec<OwnerReference>),
@@ -139,7 +139,9 @@ impl Owners {
         match refs {
             None => Self::Unset,
             Some(refs) => match refs.as_slice() {
-                [only] if *only == claim_owner(child_name.to_owned(), only.uid.clone()) => {
+                [only]
+                    if *only == claim_owner_reference(child_name.to_owned(), only.uid.clone()) =>
+                {
                     Self::Claim {
                         uid: only.uid.as_str().into(),
                     }
@@ -147,19 +149,6 @@ impl Owners {
                 _ => Self::Listed(refs),
             },
         }
-    }
-}
-
-/// The owner reference the library writes on a claim's child
-/// (`writes::owner_reference`: kube's `controller_owner_ref`).
-fn claim_owner(name: String, uid: String) -> OwnerReference {
-    OwnerReference {
-        api_version: ObjectBucketClaim::api_version(&()).into_owned(),
-        kind: ObjectBucketClaim::kind(&()).into_owned(),
-        name,
-        uid,
-        controller: Some(true),
-        block_owner_deletion: None,
     }
 }
 
@@ -199,6 +188,7 @@ mod tests {
     };
 
     use super::*;
+    use crate::obc::api::ObjectBucketClaim;
 
     fn full() -> ObjectMeta {
         ObjectMeta {
@@ -285,6 +275,8 @@ mod tests {
         let mut claim = ObjectBucketClaim::new("c", Default::default());
         claim.metadata.uid = Some("claim-uid".into());
         let written = crate::obc::writes::owner_reference(&claim).expect("the claim has a UID");
+        // What the library writes is kube's controller reference.
+        assert_eq!(claim.controller_owner_ref(&()), Some(written.clone()));
         let cached = cached_with(Some(vec![written.clone()]));
         assert!(matches!(&cached.owners, Owners::Claim { uid } if &**uid == "claim-uid"));
         assert_eq!(cached.meta().owner_references, None);

@@ -44,8 +44,8 @@ pub(super) fn claim_controller<P: Provisioner>(
     let everything = keys::all_keys_on(took_over(leading.clone()), scope.claims.clone());
     let claim_feed = dropped_on_stop(scope.claim_feed, stop.clone());
     let children = futures::stream::select(
-        scope.secret_feed.map(|child| child.map(|c| owners(&c))),
-        scope.config_map_feed.map(|child| child.map(|c| owners(&c))),
+        scope.secret_feed.flat_map(owners),
+        scope.config_map_feed.flat_map(owners),
     );
     // The claims themselves come as one more trigger (`reconcile_on`): the
     // main stream's `trigger_self` would copy a version and UID into each
@@ -57,7 +57,7 @@ pub(super) fn claim_controller<P: Provisioner>(
         .trigger_backoff(watch_backoff())
         .reconcile_on(while_leading(claim_feed.filter_map(lean), &leading))
         .reconcile_on(everything)
-        .reconcile_on(while_leading(children.flat_map(flattened), &leading))
+        .reconcile_on(while_leading(children, &leading))
         .reconcile_on(while_leading(
             bucket_events.filter_map(move |ob: Arc<CachedBucket>| {
                 // A reservation comes and goes within the claim's own pass
@@ -156,21 +156,20 @@ where
     ready(object.ok().map(|o| keys::key_of(&o)))
 }
 
-/// The claims among a child's owners.
-fn owners<K>(child: &CachedChild<K>) -> Vec<ObjectRef<CachedClaim>>
+/// The claims among a watched child's owners; none for a watch error
+/// (logged where the watch is tracked).
+fn owners<K>(
+    child: Result<CachedChild<K>, kube::runtime::watcher::Error>,
+) -> futures::stream::Iter<std::vec::IntoIter<ObjectRef<CachedClaim>>>
 where
     K: kube::Resource<DynamicType = ()>,
 {
-    let refs = child.owner_references().unwrap_or_default();
-    keys::owner_keys(kube::Resource::meta(child).namespace.as_deref(), &refs)
-}
-
-/// The owner keys of a child, or none for a watch error.
-fn flattened<K>(
-    keys: Result<Vec<ObjectRef<K>>, kube::runtime::watcher::Error>,
-) -> futures::stream::Iter<std::vec::IntoIter<ObjectRef<K>>>
-where
-    K: kube::Resource<DynamicType = ()>,
-{
-    futures::stream::iter(keys.unwrap_or_default())
+    let keys = child.map_or_else(
+        |_| Vec::new(),
+        |c| {
+            let refs = c.owner_references().unwrap_or_default();
+            keys::owner_keys(kube::Resource::meta(&c).namespace.as_deref(), &refs)
+        },
+    );
+    futures::stream::iter(keys)
 }
