@@ -21,6 +21,27 @@ impl Uid {
     }
 }
 
+/// The text it was made from.
+impl std::fmt::Display for Uid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Uuid(bits) => {
+                let hex = format!("{bits:032x}");
+                write!(
+                    f,
+                    "{}-{}-{}-{}-{}",
+                    &hex[..8],
+                    &hex[8..12],
+                    &hex[12..16],
+                    &hex[16..20],
+                    &hex[20..]
+                )
+            }
+            Self::Text(text) => f.write_str(text),
+        }
+    }
+}
+
 /// The bits of `s` if it is a UUID in the apiserver's form (lowercase,
 /// hyphens at 8, 13, 18, 23): the only form that maps back to `s`.
 fn uuid_bits(s: &str) -> Option<u128> {
@@ -63,6 +84,16 @@ impl Version {
     }
 }
 
+/// The text it was made from.
+impl std::fmt::Display for Version {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Number(n) => write!(f, "{n}"),
+            Self::Text(text) => f.write_str(text),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -84,6 +115,8 @@ mod tests {
         ] {
             assert_eq!(Uid::new(other), Uid::Text(other.into()), "{other}");
         }
+        assert_eq!(Uid::new(uid).to_string(), uid, "back to its text");
+        assert_eq!(Uid::new("uid-1").to_string(), "uid-1");
         assert_ne!(
             Uid::new(uid),
             Uid::new("638ffacd-f666-4402-ba10-7848c66ef577")
@@ -96,6 +129,8 @@ mod tests {
         assert_eq!(Version::new("0"), Version::Number(0));
         for other in ["007", "+7", "1e3", "", "abc", "99999999999999999999"] {
             assert_eq!(Version::new(other), Version::Text(other.into()), "{other}");
+            assert_eq!(Version::new(other).to_string(), other);
         }
+        assert_eq!(Version::new("12345").to_string(), "12345");
     }
 }

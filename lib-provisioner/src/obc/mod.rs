@@ -26,6 +26,12 @@ pub(crate) mod writes;
 #[doc(hidden)]
 pub use reconcile::child_meta::CachedChild;
 
+/// The cache of a claim's children (see [`ChildCache`]). Public only so
+/// that the project's benchmark can measure what it costs; not part of
+/// the API.
+#[doc(hidden)]
+pub use reconcile::child_cache::{ChildCache, ChildWatch};
+
 /// What the caches keep of a claim and an ObjectBucket (see [`Compact`]).
 /// Public only so that the project's benchmark can measure what each cache
 /// costs; not part of the API.

@@ -282,7 +282,7 @@ async fn caches_only(client: kube::Client, args: &Args) -> Result<()> {
     use kube::core::PartialObjectMeta;
     use kube::runtime::watcher;
     use lib_provisioner::api::{ObjectBucket, ObjectBucketClaim, PROVISIONER_LABEL};
-    use lib_provisioner::obc::{CachedChild, Compact};
+    use lib_provisioner::obc::Compact;
 
     let strip = args.strip_managed_fields;
     let wc = watcher::Config::default().any_semantic();
@@ -341,14 +341,19 @@ async fn caches_only(client: kube::Client, args: &Args) -> Result<()> {
         let config_maps = Api::<PartialObjectMeta<ConfigMap>>::all(client.clone());
         // The children as the library keeps them (stripped), or as
         // `PartialObjectMeta` with their managedFields (not stripped).
+        // The children as the library keeps them: `CachedChild` in its
+        // own `ChildCache`.
+        macro_rules! listed_children {
+            ($name:expr, $api:expr) => {{
+                let before = rss();
+                let (cache, feed) = probe_child_cache($api, child_wc.clone(), &label).await;
+                record($name, cache.len(), before);
+                feeds.push(feed);
+            }};
+        }
         if strip {
-            listed!("secrets", secrets, child_wc.clone(), CachedChild::from);
-            listed!(
-                "configmaps",
-                config_maps,
-                child_wc.clone(),
-                CachedChild::from
-            );
+            listed_children!("secrets", secrets);
+            listed_children!("configmaps", config_maps);
         } else {
             listed!("secrets", secrets, child_wc.clone(), |k| k);
             listed!("configmaps", config_maps, child_wc.clone(), |k| k);
@@ -418,6 +423,48 @@ where
         () = async { while feed.next().await.is_some() {} } => {}
     }
     (store, feed)
+}
+
+/// One child cache of `K` as the library keeps it, listed: the cache, and
+/// the feed that keeps it current (polled by the caller from then on).
+async fn probe_child_cache<K>(
+    api: kube::Api<kube::core::PartialObjectMeta<K>>,
+    wc: kube::runtime::watcher::Config,
+    label: &str,
+) -> (
+    lib_provisioner::obc::ChildCache<K>,
+    futures::stream::BoxStream<'static, ()>,
+)
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    use futures::{StreamExt, TryStreamExt};
+    use kube::runtime::{WatchStreamExt, watcher};
+    use lib_provisioner::obc::{CachedChild, ChildCache, ChildWatch};
+    let watch: ChildWatch<K> = watcher(api, wc)
+        .modify(|k| k.metadata.managed_fields = None)
+        .default_backoff()
+        .map_ok(|e| match e {
+            watcher::Event::Apply(o) => watcher::Event::Apply(CachedChild::from(o)),
+            watcher::Event::Delete(o) => watcher::Event::Delete(CachedChild::from(o)),
+            watcher::Event::InitApply(o) => watcher::Event::InitApply(CachedChild::from(o)),
+            watcher::Event::Init => watcher::Event::Init,
+            watcher::Event::InitDone => watcher::Event::InitDone,
+        })
+        .boxed();
+    let (cache, feed) = ChildCache::filled_by(vec![(None, watch)], label);
+    let mut feed = feed.map(|_| ()).boxed();
+    tokio::select! {
+        () = cache.wait_until_ready() => {}
+        () = async { while feed.next().await.is_some() {} } => {}
+    }
+    (cache, feed)
 }
 
 /// This process's resident memory, bytes (0 if unknown).

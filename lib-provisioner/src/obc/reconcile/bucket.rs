@@ -197,7 +197,7 @@ async fn release_children<P: Provisioner>(ob: &ObjectBucket, ctx: &Context<P>) -
 
 async fn release_child_of<K: writes::Child, P>(
     ctx: &Context<P>,
-    cache: &super::ChildStores<K>,
+    cache: &super::child_cache::ChildCache<K>,
     ns: &str,
     name: &str,
     uid: &str,

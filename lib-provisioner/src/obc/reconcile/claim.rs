@@ -12,6 +12,7 @@ use kube::runtime::reflector::ObjectRef;
 use tracing::{debug, info};
 
 use super::Context;
+use super::child_cache::ChildCache;
 use super::plan::{self, ClassState, Observed, Step};
 use super::read::{claim_key, fresh_claim, get_opt, refresh_claim};
 use super::steps::Flow;
@@ -219,10 +220,7 @@ enum Source {
 }
 
 impl Source {
-    fn cache<K>(self, stores: &super::ChildStores<K>) -> Option<&super::ChildStores<K>>
-    where
-        K: kube::Resource<DynamicType = ()> + Clone + 'static,
-    {
+    fn cache<K>(self, stores: &ChildCache<K>) -> Option<&ChildCache<K>> {
         (self == Source::CachesFirst).then_some(stores)
     }
 }
@@ -317,7 +315,7 @@ fn observed<P>(claim: ObjectBucketClaim, class: ClassState, ctx: &Context<P>) ->
 /// and it holds the object, else from the API.
 pub(super) async fn child_meta<P, K>(
     ctx: &Context<P>,
-    stores: Option<&super::ChildStores<K>>,
+    stores: Option<&ChildCache<K>>,
     ns: &str,
     name: &str,
 ) -> Result<Option<ObjectMeta>>

@@ -6,7 +6,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::storage::v1::StorageClass;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType, Recorder};
@@ -15,7 +14,7 @@ use kube::{Resource, ResourceExt};
 use tracing::warn;
 
 use super::api_errors::ApiErrors;
-use super::child_meta::CachedChild;
+use super::child_cache::ChildCache;
 use super::in_flight::InFlight;
 use super::superseded::Superseded;
 use super::{drift, plan};
@@ -26,16 +25,6 @@ use crate::core::runtime::Runtime;
 use crate::obc::api::ObjectBucketClaim;
 use crate::obc::{CachedBucket, CachedClaim};
 
-/// The metadata cache of one kind of child, over every namespace served.
-pub(crate) struct ChildStores<K: Resource<DynamicType = ()> + 'static>(pub Store<CachedChild<K>>);
-
-impl<K: Resource<DynamicType = ()> + 'static> ChildStores<K> {
-    pub(crate) fn get(&self, ns: &str, name: &str) -> Option<ObjectMeta> {
-        let key = ObjectRef::new(name).within(ns);
-        self.0.get(&key).map(|m| m.object_meta())
-    }
-}
-
 /// Everything the reconcilers share.
 pub(crate) struct Context<P> {
     pub client: Client,
@@ -45,8 +34,8 @@ pub(crate) struct Context<P> {
     pub classes: Store<StorageClass>,
     pub buckets: Store<CachedBucket>,
     pub claims: Store<CachedClaim>,
-    pub secrets: ChildStores<k8s_openapi::api::core::v1::Secret>,
-    pub config_maps: ChildStores<k8s_openapi::api::core::v1::ConfigMap>,
+    pub secrets: ChildCache<k8s_openapi::api::core::v1::Secret>,
+    pub config_maps: ChildCache<k8s_openapi::api::core::v1::ConfigMap>,
     pub recorder: Recorder,
     /// Leading, timed provisioner calls, cache readiness.
     pub runtime: Runtime,

@@ -25,6 +25,7 @@ use crate::core::watch::feeds::{
 };
 use crate::core::writes::FIELD_MANAGER;
 use crate::obc::api::{ObjectBucket, ObjectBucketClaim, PROVISIONER_LABEL};
+use crate::obc::reconcile::child_cache::{ChildCache, OwnerFeed};
 use crate::obc::reconcile::child_meta::CachedChild;
 use crate::obc::reconcile::plan;
 use crate::obc::{CachedBucket, CachedClaim, Compact};
@@ -85,17 +86,18 @@ impl SharedCaches {
 /// The claims of the namespaces served (or all), their Secrets and
 /// ConfigMaps (metadata only, our label only), with the watches that fill
 /// them: one watch per namespace and kind, one cache per kind
-/// ([`super::namespaces::reflect`]).
+/// ([`super::namespaces::reflect`], [`ChildCache`]).
 pub(super) struct Scope {
     pub claims: Store<CachedClaim>,
     /// Bumped by every claim event, after the claim cache holds it
     /// (`obc::metrics::ClaimPhases` counts again only then).
     pub claim_changes: Arc<AtomicU64>,
-    pub secrets: Store<CachedChild<Secret>>,
-    pub config_maps: Store<CachedChild<ConfigMap>>,
+    pub secrets: ChildCache<Secret>,
+    pub config_maps: ChildCache<ConfigMap>,
     pub(super) claim_feed: Feed<CachedClaim>,
-    pub(super) secret_feed: Feed<CachedChild<Secret>>,
-    pub(super) config_map_feed: Feed<CachedChild<ConfigMap>>,
+    /// The claims whose Secrets changed; the same for ConfigMaps.
+    pub(super) secret_feed: OwnerFeed,
+    pub(super) config_map_feed: OwnerFeed,
 }
 
 impl Scope {
@@ -120,9 +122,7 @@ impl Scope {
             watches::<ObjectBucketClaim, _>(
                 client,
                 namespaces,
-                &wc,
-                health,
-                "ObjectBucketClaim",
+                (&wc, health, "ObjectBucketClaim"),
                 Compact::from,
             ),
         )
@@ -141,9 +141,9 @@ impl Scope {
         .touched_objects()
         .filter(without_errors)
         .boxed();
-        let (secrets, secret_feed) = child_feed(client, namespaces, &child_wc, health, "Secret");
+        let (secrets, secret_feed) = child_feed(client, namespaces, &child_wc, health, label);
         let (config_maps, config_map_feed) =
-            child_feed(client, namespaces, &child_wc, health, "ConfigMap");
+            child_feed(client, namespaces, &child_wc, health, label);
         Self {
             claims,
             claim_changes,
@@ -159,12 +159,11 @@ impl Scope {
 /// One watch of `K` per namespace (`None`: all), each retried with its own
 /// backoff and tracked in the watches' health under its own name; each
 /// object is handed on as `keep` makes it (what the cache holds of it).
+/// (`K` a `PartialObjectMeta`: kube asks for metadata only.)
 fn watches<K, C>(
     client: &Client,
     namespaces: &[Option<String>],
-    wc: &watcher::Config,
-    health: &Arc<Health>,
-    kind: &str,
+    (wc, health, kind): (&watcher::Config, &Arc<Health>, &str),
     keep: fn(K) -> C,
 ) -> Vec<(String, Watch<C>)>
 where
@@ -213,26 +212,30 @@ const CHILD_PAYLOAD: &[&[&str]] = &[
 ];
 
 /// A metadata-only cache of one kind of child, and the watches that fill it:
-/// what the decisions read of each child ([`CachedChild`]), no more.
+/// what the decisions read of each child ([`CachedChild`]), no more; with
+/// the feed of the claims whose children changed.
 fn child_feed<K>(
     client: &Client,
     namespaces: &[Option<String>],
     wc: &watcher::Config,
     health: &Arc<Health>,
-    kind: &str,
-) -> (Store<CachedChild<K>>, Feed<CachedChild<K>>)
+    label: &str,
+) -> (ChildCache<K>, OwnerFeed)
 where
     K: Watchable + kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
 {
-    let (store, writer) = reflector::store();
-    let feed = super::namespaces::reflect(
-        writer,
-        watches::<PartialObjectMeta<K>, _>(client, namespaces, wc, health, kind, CachedChild::from),
-    )
-    .touched_objects()
-    .filter(without_errors)
-    .boxed();
-    (store, feed)
+    let kind = K::kind(&());
+    let watches = watches::<PartialObjectMeta<K>, _>(
+        client,
+        namespaces,
+        (wc, health, &kind),
+        CachedChild::from,
+    );
+    let scoped = namespaces
+        .iter()
+        .cloned()
+        .zip(watches.into_iter().map(|(_, w)| w));
+    ChildCache::filled_by(scoped.collect(), label)
 }
 
 /// Resolves once every cache has listed: then reconciles may decide, and
@@ -243,15 +246,15 @@ where
 pub(super) async fn signal_ready(
     (classes, buckets): (Store<StorageClass>, Store<CachedBucket>),
     claims: Store<CachedClaim>,
-    (secrets, config_maps): (Store<CachedChild<Secret>>, Store<CachedChild<ConfigMap>>),
+    (secrets, config_maps): (ChildCache<Secret>, ChildCache<ConfigMap>),
     synced: watch::Sender<bool>,
     health: Arc<Health>,
 ) {
     let _ = classes.wait_until_ready().await;
     let _ = buckets.wait_until_ready().await;
     let _ = claims.wait_until_ready().await;
-    let _ = secrets.wait_until_ready().await;
-    let _ = config_maps.wait_until_ready().await;
+    secrets.wait_until_ready().await;
+    config_maps.wait_until_ready().await;
     info!("caches are synced; reconciling");
     let _ = synced.send(true);
     health.ready.store(true, Ordering::Relaxed);

@@ -19,7 +19,7 @@ use crate::core::watch::triggers::{stopped, took_over, while_leading};
 use crate::core::watch::{keys, resync};
 use crate::obc::api::ClaimPhase;
 use crate::obc::reconcile::{self, Context, bucket, claim};
-use crate::obc::{CachedBucket, CachedChild, CachedClaim};
+use crate::obc::{CachedBucket, CachedClaim};
 
 /// The claim reconciler: triggered by the claims served, their
 /// children, their ObjectBuckets, and the classes of claims still waiting;
@@ -43,10 +43,7 @@ pub(super) fn claim_controller<P: Provisioner>(
     let resync = resync::paced(scope.claims.clone(), ctx.resync);
     let everything = keys::all_keys_on(took_over(leading.clone()), scope.claims.clone());
     let claim_feed = dropped_on_stop(scope.claim_feed, stop.clone());
-    let children = futures::stream::select(
-        scope.secret_feed.flat_map(owners),
-        scope.config_map_feed.flat_map(owners),
-    );
+    let children = futures::stream::select(scope.secret_feed, scope.config_map_feed);
     // The claims themselves come as one more trigger (`reconcile_on`): the
     // main stream's `trigger_self` would copy a version and UID into each
     // key.
@@ -154,22 +151,4 @@ where
     K: kube::Resource<DynamicType = ()>,
 {
     ready(object.ok().map(|o| keys::key_of(&o)))
-}
-
-/// The claims among a watched child's owners; none for a watch error
-/// (logged where the watch is tracked).
-fn owners<K>(
-    child: Result<CachedChild<K>, kube::runtime::watcher::Error>,
-) -> futures::stream::Iter<std::vec::IntoIter<ObjectRef<CachedClaim>>>
-where
-    K: kube::Resource<DynamicType = ()>,
-{
-    let keys = child.map_or_else(
-        |_| Vec::new(),
-        |c| {
-            let refs = c.owner_references().unwrap_or_default();
-            keys::owner_keys(kube::Resource::meta(&c).namespace.as_deref(), &refs)
-        },
-    );
-    futures::stream::iter(keys)
 }

@@ -28,8 +28,8 @@ use crate::core::runtime::Shared;
 use crate::core::sweep::SweepSource;
 use crate::obc::CachedBucket;
 use crate::obc::metrics::ClaimPhases;
+use crate::obc::reconcile::Context;
 use crate::obc::reconcile::config_checks::ConfigChecks;
-use crate::obc::reconcile::{ChildStores, Context};
 use crate::obc::sweep::CacheSource;
 
 /// Builds the caches, the context and every task (claim controller, the
@@ -164,8 +164,8 @@ fn context<P: Provisioner>(
         classes: caches.classes.clone(),
         buckets: caches.buckets.clone(),
         claims: scope.claims.clone(),
-        secrets: ChildStores(scope.secrets.clone()),
-        config_maps: ChildStores(scope.config_maps.clone()),
+        secrets: scope.secrets.clone(),
+        config_maps: scope.config_maps.clone(),
         runtime: shared.runtime(caches_synced),
         backoff: Backoffs::new(shared.backoff.0, shared.backoff.1),
         resync: settings.resync,
