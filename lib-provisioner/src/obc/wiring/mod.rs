@@ -26,6 +26,7 @@ use crate::core::names;
 use crate::core::provisioner::Provisioner;
 use crate::core::runtime::Shared;
 use crate::core::sweep::SweepSource;
+use crate::core::watch::meter;
 use crate::obc::CachedBucket;
 use crate::obc::metrics::ClaimPhases;
 use crate::obc::reconcile::Context;
@@ -69,7 +70,10 @@ pub(crate) fn start<P: Provisioner>(
         buckets: caches.buckets.clone(),
         synced: synced_rx.clone(),
     });
-    let config = kube::runtime::controller::Config::default().concurrency(shared.concurrency);
+    let config = (
+        kube::runtime::controller::Config::default().concurrency(shared.concurrency),
+        meter::window(shared.concurrency),
+    );
     let ctx = context(
         settings,
         label,

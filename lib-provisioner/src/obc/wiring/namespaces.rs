@@ -1,5 +1,6 @@
-//! One cache over the watches of several namespaces, so that one controller
-//! (one concurrency limit, one queue) serves every listed namespace.
+//! One claim cache over the watches of several namespaces, so that one
+//! controller (one concurrency limit, one queue) serves every listed
+//! namespace. (The children's `ChildCache` does the same on its own.)
 //!
 //! kube-runtime's reflector takes one watch: each list it starts replaces
 //! the whole store at its end. Fed the merged watches of several
