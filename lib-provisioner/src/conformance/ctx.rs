@@ -234,16 +234,7 @@ impl Ctx {
 
 /// A random UID in the form Kubernetes gives them.
 fn uid() -> String {
-    let n: u128 = rand::rng().random();
-    let hex = format!("{n:032x}");
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..]
-    )
+    crate::core::ids::Uid::Uuid(rand::rng().random()).to_string()
 }
 
 /// What a scenario leaves to undo, whatever its outcome.

@@ -38,6 +38,11 @@ pub use reconcile::child_cache::{ChildCache, ChildWatch};
 #[doc(hidden)]
 pub use crate::core::watch::compact::Compact;
 
+/// A kind a watch can fill a cache with. Public only so that the project's
+/// benchmark can build caches as the library does; not part of the API.
+#[doc(hidden)]
+pub use crate::core::watch::feeds::Watchable;
+
 /// A claim as the caches keep it.
 pub(crate) type CachedClaim = Compact<api::ObjectBucketClaim>;
 /// An ObjectBucket as the caches keep it.

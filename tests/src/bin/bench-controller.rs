@@ -384,13 +384,7 @@ async fn probe_cache<K, C>(
     futures::stream::BoxStream<'static, ()>,
 )
 where
-    K: kube::Resource<DynamicType = ()>
-        + Clone
-        + std::fmt::Debug
-        + serde::de::DeserializeOwned
-        + Send
-        + Sync
-        + 'static,
+    K: lib_provisioner::obc::Watchable,
     C: kube::Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
 {
     use futures::{StreamExt, TryStreamExt};
@@ -405,13 +399,7 @@ where
                     k.meta_mut().managed_fields = None;
                 }
             })
-            .map_ok(move |e| match e {
-                watcher::Event::Apply(o) => watcher::Event::Apply(keep(o)),
-                watcher::Event::Delete(o) => watcher::Event::Delete(keep(o)),
-                watcher::Event::InitApply(o) => watcher::Event::InitApply(keep(o)),
-                watcher::Event::Init => watcher::Event::Init,
-                watcher::Event::InitDone => watcher::Event::InitDone,
-            }),
+            .map_ok(move |e| kept(e, keep)),
     )
     .default_backoff()
     .map(|_| ())
@@ -436,13 +424,7 @@ async fn probe_child_cache<K>(
     futures::stream::BoxStream<'static, ()>,
 )
 where
-    K: kube::Resource<DynamicType = ()>
-        + Clone
-        + std::fmt::Debug
-        + serde::de::DeserializeOwned
-        + Send
-        + Sync
-        + 'static,
+    K: lib_provisioner::obc::Watchable,
 {
     use futures::{StreamExt, TryStreamExt};
     use kube::runtime::{WatchStreamExt, watcher};
@@ -450,13 +432,7 @@ where
     let watch: ChildWatch<K> = watcher(api, wc)
         .modify(|k| k.metadata.managed_fields = None)
         .default_backoff()
-        .map_ok(|e| match e {
-            watcher::Event::Apply(o) => watcher::Event::Apply(CachedChild::from(o)),
-            watcher::Event::Delete(o) => watcher::Event::Delete(CachedChild::from(o)),
-            watcher::Event::InitApply(o) => watcher::Event::InitApply(CachedChild::from(o)),
-            watcher::Event::Init => watcher::Event::Init,
-            watcher::Event::InitDone => watcher::Event::InitDone,
-        })
+        .map_ok(|e| kept(e, CachedChild::from))
         .boxed();
     let (cache, feed) = ChildCache::filled_by(vec![(None, watch)], label);
     let mut feed = feed.map(|_| ()).boxed();
@@ -465,6 +441,21 @@ where
         () = async { while feed.next().await.is_some() {} } => {}
     }
     (cache, feed)
+}
+
+/// A watch event with its object(s) as the cache keeps them.
+fn kept<A, B>(
+    event: kube::runtime::watcher::Event<A>,
+    keep: fn(A) -> B,
+) -> kube::runtime::watcher::Event<B> {
+    use kube::runtime::watcher::Event;
+    match event {
+        Event::Apply(o) => Event::Apply(keep(o)),
+        Event::Delete(o) => Event::Delete(keep(o)),
+        Event::InitApply(o) => Event::InitApply(keep(o)),
+        Event::Init => Event::Init,
+        Event::InitDone => Event::InitDone,
+    }
 }
 
 /// This process's resident memory, bytes (0 if unknown).

@@ -15,7 +15,7 @@ use crate::core::server::Health;
 
 /// A kind a watch can fill a cache with: statically typed, decoded from
 /// the API, shared between tasks.
-pub(crate) trait Watchable:
+pub trait Watchable:
     kube::Resource<DynamicType = ()>
     + Clone
     + serde::de::DeserializeOwned
