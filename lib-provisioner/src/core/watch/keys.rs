@@ -38,6 +38,25 @@ fn named<K: Resource<DynamicType = ()>>(name: &str, ns: Option<&str>) -> ObjectR
     }
 }
 
+/// An object's name and namespace as one string: `namespace/name`, or
+/// `name` for a cluster-scoped object (neither may hold a `/`). What the
+/// library keeps per object where an `ObjectRef`'s four strings cost too
+/// much ([`crate::core::watch::meter`], the OBC children's cache).
+pub(crate) fn packed(ns: Option<&str>, name: &str) -> String {
+    match ns {
+        Some(ns) => format!("{ns}/{name}"),
+        None => name.to_owned(),
+    }
+}
+
+/// The namespace (`None`: cluster-scoped) and name of a [`packed`] key.
+pub(crate) fn unpacked(key: &str) -> (Option<&str>, &str) {
+    match key.split_once('/') {
+        Some((ns, name)) => (Some(ns), name),
+        None => (None, key),
+    }
+}
+
 /// The keys of the owners of kind `Owner` among a child's owner
 /// references `refs` (in the child's namespace `ns`), as kube-runtime's
 /// `owns` finds them.
@@ -97,6 +116,14 @@ mod tests {
         assert_eq!(key, ObjectRef::from_obj(&map("a", Some("ns"))));
         let cluster: ObjectRef<ConfigMap> = key_of(&map("b", None));
         assert_eq!(cluster.namespace, None);
+    }
+
+    #[test]
+    fn a_packed_key_unpacks_to_its_namespace_and_name() {
+        assert_eq!(packed(Some("ns"), "a"), "ns/a");
+        assert_eq!(unpacked("ns/a"), (Some("ns"), "a"));
+        assert_eq!(packed(None, "a"), "a");
+        assert_eq!(unpacked("a"), (None, "a"));
     }
 
     #[test]

@@ -26,6 +26,8 @@ use kube::runtime::reflector::ObjectRef;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use super::keys::{packed, unpacked};
+
 /// The fewest keys a window holds: enough to keep any concurrency busy.
 const MIN_WINDOW: usize = 256;
 
@@ -61,7 +63,7 @@ impl Ended {
             // No object to name: `UNREPORTED` frees its place.
             Err(_) => return,
         };
-        let _ = self.0.send(key);
+        let _ = self.0.send(key.into());
     }
 }
 
@@ -78,7 +80,7 @@ where
     let meter = Meter {
         triggers: Some(
             triggers
-                .map(|key| packed(key.namespace.as_deref(), &key.name))
+                .map(|key| Arc::from(packed(key.namespace.as_deref(), &key.name)))
                 .boxed(),
         ),
         ended,
@@ -89,25 +91,17 @@ where
     };
     let keys = stream::unfold(meter, |mut meter| async move {
         let key = meter.next().await?;
-        Some((unpacked(&key), meter))
+        Some((unpacked_ref(&key), meter))
     })
     .boxed();
     (keys, Ended(ended_tx))
 }
 
-/// `namespace/name`, or `name` for a cluster-scoped object (neither may
-/// hold a `/`).
-fn packed(ns: Option<&str>, name: &str) -> Arc<str> {
-    match ns {
-        Some(ns) => format!("{ns}/{name}").into(),
-        None => name.into(),
-    }
-}
-
-fn unpacked<K: Resource<DynamicType = ()>>(key: &str) -> ObjectRef<K> {
-    match key.split_once('/') {
-        Some((ns, name)) => ObjectRef::new(name).within(ns),
-        None => ObjectRef::new(key),
+/// The scheduler's key for a [`packed`] one.
+fn unpacked_ref<K: Resource<DynamicType = ()>>(key: &str) -> ObjectRef<K> {
+    match unpacked(key) {
+        (Some(ns), name) => ObjectRef::new(name).within(ns),
+        (None, name) => ObjectRef::new(name),
     }
 }
 

@@ -29,6 +29,7 @@ use kube::runtime::watcher::{self, Event};
 use tokio::sync::watch;
 
 use super::child_meta::CachedChild;
+use crate::core::watch::keys;
 use crate::obc::CachedClaim;
 
 /// One watch's events: `Ok` events of the children it sees, or its errors.
@@ -86,7 +87,7 @@ impl<K: 'static> ChildCache<K> {
 impl<K> ChildCache<K> {
     /// The metadata of child `name` in `ns`, as the decisions read it.
     pub fn get(&self, ns: &str, name: &str) -> Option<ObjectMeta> {
-        let key = format!("{ns}/{name}");
+        let key = keys::packed(Some(ns), name);
         let entries = self.entries.read().unwrap_or_else(|p| p.into_inner());
         entries.get(key.as_str()).map(|s| s.child.object_meta())
     }
@@ -211,12 +212,10 @@ impl<K> Fill<K> {
     /// Watch `i` has listed: the children of its namespace that its list
     /// did not see are gone. Returns the claims they concern.
     fn list_done(&mut self, i: usize) -> Vec<ObjectRef<CachedClaim>> {
-        let (scope, list) = (self.scopes[i].clone(), self.lists[i]);
+        let (scope, list) = (self.scopes[i].as_deref(), self.lists[i]);
         let gone: Vec<Slot<K>> = self
             .write()
-            .extract_if(|s| {
-                s.seen_in != list && scope.as_deref().is_none_or(|ns| s.child.namespace() == ns)
-            })
+            .extract_if(|s| s.seen_in != list && scope.is_none_or(|ns| s.child.namespace() == ns))
             .collect();
         self.mark_listed(i);
         gone.iter().flat_map(|s| s.child.owner_keys()).collect()

@@ -40,7 +40,7 @@ const KEPT_ANNOTATIONS: [&str; 2] = [SECRET_HASH_ANNOTATION, CONFIG_MAP_HASH_ANN
 /// library's hash annotations.
 #[derive(Debug)]
 pub struct CachedChild<K> {
-    /// `namespace/name`: neither may hold a `/`.
+    /// `namespace/name` ([`keys::packed`]).
     key: Box<str>,
     uid: Option<Uid>,
     version: Option<Version>,
@@ -62,7 +62,7 @@ impl<K> From<PartialObjectMeta<K>> for CachedChild<K> {
     fn from(object: PartialObjectMeta<K>) -> Self {
         let m = object.metadata;
         let name = m.name.unwrap_or_default();
-        let key = format!("{}/{name}", m.namespace.as_deref().unwrap_or_default());
+        let key = keys::packed(m.namespace.as_deref(), &name);
         let label = m
             .labels
             .as_ref()
@@ -101,16 +101,14 @@ impl<K> CachedChild<K> {
         &self.key
     }
 
-    /// The child's namespace.
+    /// The child's namespace ("" if it had none).
     pub(crate) fn namespace(&self) -> &str {
-        self.key.split_once('/').map_or("", |(ns, _)| ns)
+        keys::unpacked(&self.key).0.unwrap_or_default()
     }
 
     /// The child's name.
     pub(crate) fn name(&self) -> &str {
-        self.key
-            .split_once('/')
-            .map_or(&*self.key, |(_, name)| name)
+        keys::unpacked(&self.key).1
     }
 
     /// Makes the label's value `shared` if it is the same text, so that a

@@ -156,7 +156,8 @@ impl Scope {
     }
 }
 
-/// One watch of `K` per namespace (`None`: all), each retried with its own
+/// One watch of `K` per namespace (`None`: all), with its namespace, each
+/// retried with its own
 /// backoff and tracked in the watches' health under its own name; each
 /// object is handed on as `keep` makes it (what the cache holds of it).
 /// (`K` a `PartialObjectMeta`: kube asks for metadata only.)
@@ -165,7 +166,7 @@ fn watches<K, C>(
     namespaces: &[Option<String>],
     (wc, health, kind): (&watcher::Config, &Arc<Health>, &str),
     keep: fn(K) -> C,
-) -> Vec<(String, Watch<C>)>
+) -> Vec<(Option<String>, Watch<C>)>
 where
     K: Watchable + kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
     C: Send + 'static,
@@ -187,7 +188,7 @@ where
                 .inspect(tracked(health, name))
                 .map_ok(move |e| map_event(e, keep))
                 .boxed();
-            (ns.clone().unwrap_or_default(), watch)
+            (ns.clone(), watch)
         })
         .collect()
 }
@@ -231,11 +232,7 @@ where
         (wc, health, &kind),
         CachedChild::from,
     );
-    let scoped = namespaces
-        .iter()
-        .cloned()
-        .zip(watches.into_iter().map(|(_, w)| w));
-    ChildCache::filled_by(scoped.collect(), label)
+    ChildCache::filled_by(watches, label)
 }
 
 /// Resolves once every cache has listed: then reconciles may decide, and

@@ -26,7 +26,7 @@ type Watch<K> = BoxStream<'static, Result<Event<K>, watcher::Error>>;
 /// objects at its end (with a `Delete` for each object it no longer has),
 /// `Apply` and `Delete` as they come. With one watch this is kube-runtime's
 /// reflector.
-pub(super) fn reflect<K>(writer: Writer<K>, watches: Vec<(String, Watch<K>)>) -> Watch<K>
+pub(super) fn reflect<K>(writer: Writer<K>, watches: Vec<(Option<String>, Watch<K>)>) -> Watch<K>
 where
     K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
 {
@@ -36,7 +36,11 @@ where
     {
         return reflector::reflector(writer, watch).boxed();
     }
-    let mut merge = Merge::new(writer, watches.iter().map(|(ns, _)| ns.clone()).collect());
+    let namespaces = watches
+        .iter()
+        .map(|(ns, _)| ns.clone().unwrap_or_default())
+        .collect();
+    let mut merge = Merge::new(writer, namespaces);
     let tagged = watches
         .into_iter()
         .enumerate()
