@@ -37,6 +37,7 @@ use kube::Client;
 use tokio::sync::watch;
 
 pub use crate::core::calls::DEFAULT_PROVISIONER_TIMEOUT;
+pub use crate::core::events::EventLevel;
 pub use crate::obc::wiring::WatchScope;
 
 use crate::core::error::RunError;
@@ -68,6 +69,7 @@ pub struct ControllerBuilder<P> {
     name_records: Option<String>,
     cosi: Option<crate::cosi::CosiOptions>,
     sweep: Option<SweepSettings>,
+    events: EventLevel,
 }
 
 impl<P: Provisioner> ControllerBuilder<P> {
@@ -93,6 +95,7 @@ impl<P: Provisioner> ControllerBuilder<P> {
                 interval: DEFAULT_SWEEP_INTERVAL,
                 grace: DEFAULT_ORPHAN_GRACE,
             }),
+            events: EventLevel::All,
         }
     }
 
@@ -220,6 +223,24 @@ impl<P: Provisioner> ControllerBuilder<P> {
     /// Takes part in leader election; only the leader reconciles.
     pub fn leader_election(mut self, election: LeaderElection) -> Self {
         self.leader_election = Some(election);
+        self
+    }
+
+    /// Which Events the controllers send (default [`EventLevel::All`]).
+    /// With [`EventLevel::WarningsOnly`] the Normal ones (`Bound`,
+    /// `BucketDeleted`, ...) are left out, one apiserver write each: a
+    /// large cluster's choice, when the claims' status is what its users
+    /// read.
+    ///
+    /// ```
+    /// # use lib_provisioner::{ControllerBuilder, EventLevel, Provisioner};
+    /// # fn configure<P: Provisioner>(p: P) {
+    /// let builder = ControllerBuilder::new("example.com/bucket", p)
+    ///     .events(EventLevel::WarningsOnly);
+    /// # }
+    /// ```
+    pub fn events(mut self, level: EventLevel) -> Self {
+        self.events = level;
         self
     }
 
@@ -403,6 +424,7 @@ impl<P: Provisioner> ControllerBuilder<P> {
             stop,
             leading,
             sweep: self.sweep,
+            events: self.events,
         };
         let provisioner = Arc::new(self.provisioner);
         let settings = crate::obc::wiring::Settings {

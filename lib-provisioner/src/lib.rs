@@ -43,7 +43,8 @@ pub use crate::obc::reconcile::status::{
     BOUND_CONDITION, CONFIG_APPLIED_CONDITION, CREDENTIALS_ROTATED_CONDITION,
 };
 pub use controller::{
-    ControllerBuilder, DEFAULT_CONFIG_CHECK_INTERVAL, DEFAULT_PROVISIONER_TIMEOUT, WatchScope,
+    ControllerBuilder, DEFAULT_CONFIG_CHECK_INTERVAL, DEFAULT_PROVISIONER_TIMEOUT, EventLevel,
+    WatchScope,
 };
 pub use error::{Error, RunError};
 pub use provisioner::{

@@ -14,6 +14,7 @@ use lib_provisioner::api::{
     BucketPhase, ClaimPhase, FINALIZER, ObjectBucket, ObjectBucketClaim, ObjectBucketClaimSpec,
     PROVISIONER_LABEL, ReclaimPolicy,
 };
+use lib_provisioner::{ControllerBuilder, EventLevel};
 use obc_tests::recording::{
     Call, PROVISIONER, Recorder, RunningController, create_claim, create_class, events_for,
     message, wait_gone, wait_phase,
@@ -294,6 +295,63 @@ async fn greenfield_claims_bind_and_follow_their_reclaim_policy() {
     );
 
     controller.stop().await.expect("controller stops cleanly");
+}
+
+/// `EventLevel::WarningsOnly`: a claim binds and is deleted without an
+/// Event, while a claim that cannot be served still gets its Warning.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn warnings_only_leaves_out_the_normal_events_and_keeps_the_warnings() {
+    let env = start_with_crds()
+        .await
+        .expect("test environment starts with the CRDs");
+    let client = env.admin_client();
+    env.ensure_namespace("quiet").await.expect("namespace");
+    create_class(&client, "delete-class", "Delete", &[])
+        .await
+        .expect("class");
+    let rec = Recorder::default();
+    let builder = ControllerBuilder::new(PROVISIONER, rec.clone()).events(EventLevel::WarningsOnly);
+    let controller = RunningController::start_with(client.clone(), builder);
+
+    create_claim(&client, "quiet", "ok", generated("delete-class", "quiet"))
+        .await
+        .expect("claim");
+    create_claim(&client, "quiet", "bad", exact("delete-class", "Bad_Name"))
+        .await
+        .expect("claim");
+    wait_phase(&client, "quiet", "ok", ClaimPhase::Bound, T)
+        .await
+        .expect("the claim binds");
+    let bad = wait_phase(&client, "quiet", "bad", ClaimPhase::Failed, T)
+        .await
+        .expect("the invalid claim fails");
+    assert!(message(&bad).contains("Bad_Name"), "{:?}", message(&bad));
+    wait_for(T, "the Warning on the invalid claim", || async {
+        let events = events_for(&client, "quiet", "bad").await;
+        Ok(events
+            .iter()
+            .any(|(reason, _)| reason == "InvalidBucketName")
+            .then_some(()))
+    })
+    .await
+    .expect("a Warning is still sent");
+
+    let claims: Api<ObjectBucketClaim> = Api::namespaced(client.clone(), "quiet");
+    claims
+        .delete("ok", &DeleteParams::default())
+        .await
+        .expect("delete");
+    wait_gone(&claims, "ok", T).await.expect("the claim goes");
+    // The Warning above was listed after the bind, and this after the
+    // deletion: a Normal Event of either would be there by now.
+    assert_eq!(events_for(&client, "quiet", "ok").await, Vec::new());
+    assert_eq!(
+        rec.count(|c| matches!(c, Call::Delete(_))),
+        1,
+        "{:?}",
+        rec.calls()
+    );
+    controller.stop().await.expect("controller stops");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

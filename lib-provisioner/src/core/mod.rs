@@ -7,6 +7,7 @@
 //! - [`failpoint`]: named crash points for the reliability suite.
 //! - [`names`]: bucket name rules and generation.
 //! - [`error`]: the library's error types.
+//! - [`events`]: which Events the controllers send.
 //! - `calls` (private): how every provisioner call runs (timeout, lease,
 //!   metrics).
 //! - `runtime` (private): what the composition hands each family
@@ -27,6 +28,7 @@
 pub(crate) mod backoff;
 pub(crate) mod calls;
 pub mod error;
+pub mod events;
 pub mod failpoint;
 pub(crate) mod ids;
 pub mod leader;

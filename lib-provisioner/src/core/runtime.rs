@@ -36,6 +36,8 @@ pub(crate) struct Shared {
     /// The store sweep's timing; `None`: no sweep. A family whose sweep
     /// source needs watches it would not otherwise poll polls them then.
     pub sweep: Option<crate::core::sweep::SweepSettings>,
+    /// Which Events the reconcilers send.
+    pub events: crate::core::events::EventLevel,
 }
 
 impl Shared {

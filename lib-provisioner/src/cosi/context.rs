@@ -5,14 +5,15 @@ use std::sync::Arc;
 
 use kube::Client;
 use kube::runtime::controller::Action;
-use kube::runtime::events::Recorder;
 use kube::runtime::reflector::Store;
 
 use crate::core::backoff::{Backoffs, retry_delay};
 use crate::core::error::Error;
+use crate::core::events::Events;
 use crate::core::provisioner::{ProvisionError, Provisioner};
 use crate::core::runtime::Runtime;
-use crate::cosi::api::{Bucket, BucketAccess, BucketAccessClass, BucketClaim, BucketClass};
+use crate::cosi::access::by_claim::AccessesByClaim;
+use crate::cosi::api::{Bucket, BucketAccessClass, BucketClaim, BucketClass};
 use crate::cosi::fresh::OwnWrites;
 use crate::cosi::pace::Pace;
 use crate::cosi::refusals::Refusals;
@@ -26,12 +27,13 @@ pub(crate) struct CosiContext<P> {
     pub driver: String,
     /// Whether the binding role runs.
     pub binding: bool,
-    pub recorder: Recorder,
+    pub events: Events,
     /// Leading, timed provisioner calls, cache readiness.
     pub runtime: Runtime,
     pub backoff: Backoffs,
-    /// BucketAccesses (a claim's deletion waits for those naming it).
-    pub accesses: Store<BucketAccess>,
+    /// The BucketAccesses naming each claim (a claim's deletion waits for
+    /// them).
+    pub accesses: AccessesByClaim,
     /// The other watched kinds, read where a plan looks at them
     /// ([`crate::cosi::fresh`]).
     pub caches: Caches,

@@ -150,7 +150,7 @@ impl<P> CosiContext<P> {
             action: "Reconcile".to_owned(),
             secondary: None,
         };
-        if let Err(e) = self.recorder.publish(&event, on).await {
+        if let Err(e) = self.events.publish(&event, on).await {
             warn!(object = ?on.name, error = %e, "could not publish event");
         }
     }

@@ -17,11 +17,13 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
 use tokio::sync::watch;
 
+use super::access::by_claim::AccessesByClaim;
 use super::api::{Bucket, BucketAccess, BucketAccessClass, BucketClaim, BucketClass};
 use super::context::{Caches, CosiContext, error_policy};
 use super::sweep::CacheSource;
 use super::{CosiOptions, access, bucket, claim};
 use crate::core::backoff::Backoffs;
+use crate::core::events::Events;
 use crate::core::log::log_controller_error;
 use crate::core::provisioner::Provisioner;
 use crate::core::runtime::Shared;
@@ -46,6 +48,20 @@ fn watched<K>(client: &Client, health: &Arc<Health>, name: &str, subscribers: us
 where
     K: Watchable,
 {
+    watched_with(client, health, name, subscribers, |_| {})
+}
+
+/// [`watched`], with `tap` shown every event before the cache is.
+fn watched_with<K>(
+    client: &Client,
+    health: &Arc<Health>,
+    name: &str,
+    subscribers: usize,
+    tap: impl FnMut(&Result<watcher::Event<K>, watcher::Error>) + Send + 'static,
+) -> Watched<K>
+where
+    K: Watchable,
+{
     let (store, writer) = reflector::store_shared::<K>(256);
     let subs = (0..subscribers)
         .filter_map(|_| writer.subscribe())
@@ -59,6 +75,7 @@ where
     .inspect(tracked(health, name))
     .modify(strip_managed_fields)
     .inspect(gone.tap())
+    .inspect(tap)
     .reflect_shared(writer)
     .for_each(|_| async {})
     .boxed();
@@ -92,8 +109,14 @@ pub(crate) fn start<P: Provisioner>(
     let bh = if watch_all { health } else { &idle };
     let mut claims = watched::<BucketClaim>(client, bh, "BucketClaim", if binding { 2 } else { 0 });
     let mut buckets = watched::<Bucket>(client, health, "Bucket", if binding { 3 } else { 2 });
-    let mut accesses =
-        watched::<BucketAccess>(client, health, "BucketAccess", if binding { 2 } else { 1 });
+    let by_claim = AccessesByClaim::default();
+    let mut accesses = watched_with::<BucketAccess>(
+        client,
+        health,
+        "BucketAccess",
+        if binding { 2 } else { 1 },
+        by_claim.tap(),
+    );
     let mut classes = watched::<BucketClass>(client, bh, "BucketClass", usize::from(binding));
     let mut access_classes =
         watched::<BucketAccessClass>(client, bh, "BucketAccessClass", usize::from(binding));
@@ -109,12 +132,15 @@ pub(crate) fn start<P: Provisioner>(
         synced: synced.clone(),
     });
     let ctx = Arc::new(CosiContext {
-        recorder: Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: format!("cosi-{}", options.driver_name()),
-                instance: std::env::var("POD_NAME").ok(),
-            },
+        events: Events::new(
+            Recorder::new(
+                client.clone(),
+                Reporter {
+                    controller: format!("cosi-{}", options.driver_name()),
+                    instance: std::env::var("POD_NAME").ok(),
+                },
+            ),
+            shared.events,
         ),
         client: client.clone(),
         provisioner,
@@ -122,7 +148,7 @@ pub(crate) fn start<P: Provisioner>(
         binding,
         runtime: shared.runtime(synced),
         backoff: Backoffs::new(shared.backoff.0, shared.backoff.1),
-        accesses: accesses.store.clone(),
+        accesses: by_claim.clone(),
         caches: Caches {
             buckets: buckets.store.clone(),
             claims: claims.store.clone(),
@@ -157,8 +183,7 @@ pub(crate) fn start<P: Provisioner>(
     // BucketAccess controller (both roles): its claims and their Buckets
     // move it along.
     let access_for = accesses.subs.remove(0);
-    let by_claim = accesses.store.clone();
-    let by_bucket = accesses.store.clone();
+    let by_bucket = by_claim.clone();
     let by_class = accesses.store.clone();
     let mut access_ctrl =
         Controller::for_shared_stream(while_leading(access_for, leading), accesses.store.clone())
@@ -169,7 +194,7 @@ pub(crate) fn start<P: Provisioner>(
                 while_leading(bucket_claims, leading),
                 move |b: Arc<Bucket>| {
                     let r = &b.spec.bucket_claim_ref;
-                    accesses_naming(&by_bucket, &r.namespace, &r.name)
+                    by_bucket.naming(&r.namespace, &r.name)
                 },
             );
     if binding {
@@ -179,7 +204,7 @@ pub(crate) fn start<P: Provisioner>(
             .watches_shared_stream(
                 while_leading(claim_sub, leading),
                 move |c: Arc<BucketClaim>| {
-                    accesses_naming(&by_claim, &c.namespace().unwrap_or_default(), &c.name_any())
+                    by_claim.naming(&c.namespace().unwrap_or_default(), &c.name_any())
                 },
             )
             .watches_shared_stream(
@@ -338,20 +363,6 @@ fn claims_of_access(a: &BucketAccess) -> Vec<ObjectRef<BucketClaim>> {
         .bucket_claims
         .iter()
         .map(|c| ObjectRef::new(&c.bucket_claim_name).within(&ns))
-        .collect()
-}
-
-/// BucketAccesses in `namespace` naming claim `name`.
-fn accesses_naming(
-    store: &Store<BucketAccess>,
-    namespace: &str,
-    name: &str,
-) -> Vec<ObjectRef<BucketAccess>> {
-    store
-        .state()
-        .into_iter()
-        .filter(|a| access::names_claim(a, namespace, name))
-        .map(|a| ObjectRef::from_obj(a.as_ref()))
         .collect()
 }
 

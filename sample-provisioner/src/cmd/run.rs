@@ -27,6 +27,7 @@ pub(crate) async fn run(cli: Cli) -> Result<(), String> {
         provisioner = %cli.provisioner_name,
         namespaces = if namespaces.is_empty() { "all".to_owned() } else { namespaces.join(",") },
         concurrency = cli.concurrency,
+        events = ?cli.events,
         state_bucket = %cli.state_bucket,
         leader_elect = cli.leader_elect,
         metrics = %if cli.no_metrics { "off".to_owned() } else { cli.metrics_addr.to_string() },
@@ -44,6 +45,7 @@ pub(crate) async fn run(cli: Cli) -> Result<(), String> {
     let mut builder = ControllerBuilder::new(cli.provisioner_name.clone(), provisioner)
         .namespaces(namespaces)
         .concurrency(cli.concurrency)
+        .events(cli.events.into())
         // Greenfield bucket names are held by Leases in our own namespace.
         .bucket_name_records(cli.lease_namespace.clone())
         .dead_watch_limit(Duration::from_secs(cli.dead_watch_limit_seconds))

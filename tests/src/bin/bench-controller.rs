@@ -21,6 +21,10 @@
 //! buckets under one credential are accepted (the trait's default refuses
 //! them), so a BucketAccess may name many claims.
 //!
+//! `--warnings-only` sends only the library's Warning Events
+//! (`EventLevel::WarningsOnly`): the writes per claim without the Normal
+//! ones.
+//!
 //! `--caches-only [--strip-managed-fields]` runs no controller: only watches
 //! and caches shaped like the library's (claims and ObjectBuckets,
 //! StorageClasses, Secret and ConfigMap metadata with the provisioner label).
@@ -136,6 +140,8 @@ struct Args {
     /// The COSI gRPC driver's socket and name.
     cosi_grpc: Option<(std::path::PathBuf, String)>,
     obc_namespace: String,
+    /// `--warnings-only`: the library's Normal Events left out.
+    warnings_only: bool,
 }
 
 fn parse_args() -> Result<Args> {
@@ -148,6 +154,7 @@ fn parse_args() -> Result<Args> {
     let mut grpc_socket = None;
     let mut grpc_driver = None;
     let mut obc_namespace = "bench-cosi-no-obc".to_owned();
+    let mut warnings_only = false;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let mut value = |flag: &str| args.next().with_context(|| format!("{flag} needs a value"));
@@ -171,9 +178,10 @@ fn parse_args() -> Result<Args> {
             "--cosi-grpc" => grpc_socket = Some(std::path::PathBuf::from(value("--cosi-grpc")?)),
             "--cosi-grpc-driver" => grpc_driver = Some(value("--cosi-grpc-driver")?),
             "--obc-namespace" => obc_namespace = value("--obc-namespace")?,
+            "--warnings-only" => warnings_only = true,
             "-h" | "--help" => {
                 println!(
-                    "KUBECONFIG=... bench-controller --metrics-addr ADDR [--concurrency N] [--provisioner NAME] [--caches-only [--strip-managed-fields]] [--cosi DRIVER] [--cosi-grpc SOCKET --cosi-grpc-driver NAME] [--obc-namespace NS]"
+                    "KUBECONFIG=... bench-controller --metrics-addr ADDR [--concurrency N] [--provisioner NAME] [--caches-only [--strip-managed-fields]] [--cosi DRIVER] [--cosi-grpc SOCKET --cosi-grpc-driver NAME] [--obc-namespace NS] [--warnings-only]"
                 );
                 std::process::exit(0);
             }
@@ -194,6 +202,7 @@ fn parse_args() -> Result<Args> {
         cosi,
         cosi_grpc,
         obc_namespace,
+        warnings_only,
     })
 }
 
@@ -238,6 +247,9 @@ async fn main() -> Result<()> {
     let mut builder = ControllerBuilder::new(args.provisioner.clone(), Shared(noop.clone()))
         .concurrency(args.concurrency)
         .serve_on(args.metrics_addr);
+    if args.warnings_only {
+        builder = builder.events(lib_provisioner::EventLevel::WarningsOnly);
+    }
     if args.cosi.is_some() || args.cosi_grpc.is_some() {
         // COSI only: the OBC claims of the earlier phases stay unwatched.
         builder = builder.namespaces([args.obc_namespace.clone()]);

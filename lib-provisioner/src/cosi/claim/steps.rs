@@ -12,10 +12,7 @@ use serde_json::json;
 use super::plan::{self, Observed, Step};
 use crate::core::error::Error;
 use crate::core::provisioner::Provisioner;
-use crate::cosi::access;
-use crate::cosi::api::{
-    BUCKETCLAIM_BEING_DELETED_ANNOTATION, Bucket, BucketAccess, BucketClaim, BucketClass,
-};
+use crate::cosi::api::{BUCKETCLAIM_BEING_DELETED_ANNOTATION, Bucket, BucketClaim, BucketClass};
 use crate::cosi::context::CosiContext;
 use crate::cosi::failpoint;
 use crate::cosi::fresh;
@@ -60,8 +57,8 @@ impl<P: Provisioner> Pass<P> for ClaimPass {
 
 /// The claim's Bucket and its class while it has no Bucket, where the
 /// plan looks at them ([`plan::looks_at_bucket`]), and, for a deleting
-/// claim, a BucketAccess naming it (from the cache: only a deletion waits
-/// for them, and a scan of every access is not for each live claim's pass).
+/// claim, a BucketAccess naming it (from the access watch's index:
+/// [`crate::cosi::access::by_claim`]).
 async fn observe<P>(ctx: &CosiContext<P>, claim: BucketClaim) -> Result<Observed, Error> {
     let buckets: Api<Bucket> = Api::all(ctx.client.clone());
     let looks = plan::looks_at_bucket(&claim);
@@ -94,8 +91,8 @@ async fn observe<P>(ctx: &CosiContext<P>, claim: BucketClaim) -> Result<Observed
     };
     let access = claim.metadata.deletion_timestamp.as_ref().and_then(|_| {
         let (ns, name) = (claim.namespace().unwrap_or_default(), claim.name_any());
-        let naming = |a: &BucketAccess| access::names_claim(a, &ns, &name);
-        ctx.accesses.find(naming).map(|a| a.name_any())
+        let naming = ctx.accesses.naming(&ns, &name);
+        naming.into_iter().next().map(|a| a.name)
     });
     Ok(Observed {
         claim,

@@ -8,7 +8,7 @@ use std::time::Duration;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::Client;
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::events::{Event, EventType};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
 use tracing::warn;
@@ -20,6 +20,7 @@ use super::superseded::Superseded;
 use super::{drift, plan};
 use crate::core::backoff::Backoffs;
 use crate::core::error::Error;
+use crate::core::events::Events;
 use crate::core::provisioner::{ProvisionError, Provisioner};
 use crate::core::runtime::Runtime;
 use crate::obc::api::ObjectBucketClaim;
@@ -36,7 +37,7 @@ pub(crate) struct Context<P> {
     pub claims: Store<CachedClaim>,
     pub secrets: ChildCache<k8s_openapi::api::core::v1::Secret>,
     pub config_maps: ChildCache<k8s_openapi::api::core::v1::ConfigMap>,
-    pub recorder: Recorder,
+    pub events: Events,
     /// Leading, timed provisioner calls, cache readiness.
     pub runtime: Runtime,
     pub backoff: Backoffs,
@@ -127,7 +128,7 @@ impl<P: Provisioner> Context<P> {
             action: action.to_owned(),
             secondary: None,
         };
-        if let Err(e) = self.recorder.publish(&event, &claim.object_ref(&())).await {
+        if let Err(e) = self.events.publish(&event, &claim.object_ref(&())).await {
             warn!(claim = %claim.name_any(), error = %e, "could not publish event");
         }
     }

@@ -22,6 +22,7 @@ pub(crate) use settings::Settings;
 pub use settings::WatchScope;
 
 use crate::core::backoff::Backoffs;
+use crate::core::events::Events;
 use crate::core::names;
 use crate::core::provisioner::Provisioner;
 use crate::core::runtime::Shared;
@@ -160,7 +161,10 @@ fn context<P: Provisioner>(
         instance: std::env::var("POD_NAME").ok(),
     };
     Arc::new(Context {
-        recorder: Recorder::new(shared.client.clone(), reporter),
+        events: Events::new(
+            Recorder::new(shared.client.clone(), reporter),
+            shared.events,
+        ),
         client: shared.client.clone(),
         provisioner,
         provisioner_name: settings.provisioner_name,

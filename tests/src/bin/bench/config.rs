@@ -16,6 +16,8 @@ cargo run --release -p obc-tests --bin bench -- [--quick] [options]
   --raw N              ConfigMaps per raw create-rate baseline (2,000)          [OBC_BENCH_RAW]
   --controller PATH    the bench-controller binary (default: built next to this one)
                                                                                 [OBC_BENCH_CONTROLLER]
+  --warnings-only      the controller sends only Warning Events (EventLevel::WarningsOnly):
+                       no Normal ones (Bound, BucketDeleted...)          [OBC_BENCH_WARNINGS_ONLY=1]
   --controller-manager run kube-controller-manager too (garbage collector...): the
                        writes counted are then the cluster's, not only the library's
                                                                                 [OBC_BENCH_CONTROLLER_MANAGER=1]
@@ -43,6 +45,8 @@ See docs/performance.md.";
 pub struct Config {
     pub quick: bool,
     pub controller_manager: bool,
+    /// The controllers run with `--warnings-only`.
+    pub warnings_only: bool,
     pub claims: usize,
     pub latency_claims: usize,
     pub burst: usize,
@@ -98,8 +102,14 @@ pub fn parse_config() -> Result<Config> {
             "--scale",
         ];
         let is_value = i > 0 && known_flag.contains(&args[i - 1].as_str());
-        let switch =
-            ["--quick", "--controller-manager", "--cosi", "--no-cosi"].contains(&a.as_str());
+        let switch = [
+            "--quick",
+            "--controller-manager",
+            "--warnings-only",
+            "--cosi",
+            "--no-cosi",
+        ]
+        .contains(&a.as_str());
         if !is_value && !switch && !known_flag.contains(&a.as_str()) {
             if a == "-h" || a == "--help" {
                 println!("{USAGE}");
@@ -200,6 +210,8 @@ pub fn parse_config() -> Result<Config> {
         scale,
         quick,
         controller_manager,
+        warnings_only: args.iter().any(|a| a == "--warnings-only")
+            || std::env::var("OBC_BENCH_WARNINGS_ONLY").is_ok_and(|v| v == "1"),
         claims: number("--claims", "OBC_BENCH_CLAIMS", 10_000, 1_000)?,
         latency_claims: number("--latency-claims", "OBC_BENCH_LATENCY_CLAIMS", 200, 100)?,
         burst: number("--burst", "OBC_BENCH_BURST", 1_000, 300)?,

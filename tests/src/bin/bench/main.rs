@@ -158,6 +158,11 @@ async fn main() -> Result<()> {
         etcd_pid,
         cores,
         logs: 0,
+        controller_args: if config.warnings_only {
+            vec!["--warnings-only"]
+        } else {
+            Vec::new()
+        },
     };
     // On Ctrl-C or SIGTERM the phases are dropped and `run` with them, so
     // the control plane and the controllers it started are torn down.

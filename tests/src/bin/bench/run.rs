@@ -31,6 +31,8 @@ pub struct Run {
     pub etcd_pid: Option<u32>,
     pub cores: usize,
     pub logs: usize,
+    /// Arguments every controller (not the cache probes) gets.
+    pub controller_args: Vec<&'static str>,
 }
 
 impl Run {
@@ -65,6 +67,10 @@ impl Run {
         extra: &[&str],
     ) -> Result<Controller> {
         self.logs += 1;
+        let mut args = extra.to_vec();
+        if !extra.contains(&"--caches-only") {
+            args.extend(&self.controller_args);
+        }
         let log = self
             .env
             .dir()
@@ -73,7 +79,7 @@ impl Run {
             &self.bin,
             self.env.kubeconfig_path(),
             concurrency,
-            extra,
+            &args,
             log,
         )
         .await?;
