@@ -31,7 +31,8 @@ pub struct Run {
     pub etcd_pid: Option<u32>,
     pub cores: usize,
     pub logs: usize,
-    /// Arguments every controller (not the cache probes) gets.
+    /// Arguments every controller gets ([`Run::controller_with`]; the
+    /// cache probes run no controller).
     pub controller_args: Vec<&'static str>,
 }
 
@@ -53,7 +54,7 @@ impl Run {
         if strip {
             args.push("--strip-managed-fields");
         }
-        let probe = self.controller_with(DEFAULT_CONCURRENCY, &args).await?;
+        let probe = self.spawn(DEFAULT_CONCURRENCY, &args).await?;
         tokio::time::sleep(Duration::from_secs(2)).await;
         let mem = probe.memory()?;
         let costs = probe.cache_costs().await?;
@@ -61,16 +62,21 @@ impl Run {
         Ok((mem, costs))
     }
 
+    /// A controller with `extra` arguments besides those every controller
+    /// of the run gets.
     pub async fn controller_with(
         &mut self,
         concurrency: u16,
         extra: &[&str],
     ) -> Result<Controller> {
-        self.logs += 1;
         let mut args = extra.to_vec();
-        if !extra.contains(&"--caches-only") {
-            args.extend(&self.controller_args);
-        }
+        args.extend(&self.controller_args);
+        self.spawn(concurrency, &args).await
+    }
+
+    /// `bench-controller` with exactly `args`, once it is ready.
+    async fn spawn(&mut self, concurrency: u16, args: &[&str]) -> Result<Controller> {
+        self.logs += 1;
         let log = self
             .env
             .dir()
@@ -79,7 +85,7 @@ impl Run {
             &self.bin,
             self.env.kubeconfig_path(),
             concurrency,
-            &args,
+            args,
             log,
         )
         .await?;
