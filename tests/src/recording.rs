@@ -474,7 +474,7 @@ impl Drop for RunningController {
     }
 }
 
-pub use crate::setup::{events_for, install_crds};
+pub use crate::setup::{events_for, install_crds, wait_event};
 
 /// Creates a StorageClass for [`PROVISIONER`].
 pub async fn create_class(

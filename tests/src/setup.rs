@@ -155,6 +155,35 @@ pub async fn events_for(client: &Client, ns: &str, name: &str) -> Vec<(String, S
     out
 }
 
+/// How long [`wait_event`] waits: Events are sent after the status they
+/// repeat, and a loaded apiserver may take seconds to store them.
+const EVENT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Waits until an Event about `name` in `ns` has a reason and note that
+/// `matches`, and returns all of that object's Events then.
+///
+/// The controllers send an Event after the status it repeats, so a test that
+/// has just seen the status must wait for the Event rather than list once.
+/// The error, after 30 s, lists the Events that did arrive.
+pub async fn wait_event(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    matches: impl Fn(&str, &str) -> bool,
+) -> Result<Vec<(String, String)>> {
+    let deadline = tokio::time::Instant::now() + EVENT_TIMEOUT;
+    loop {
+        let events = events_for(client, ns, name).await;
+        if events.iter().any(|(reason, note)| matches(reason, note)) {
+            return Ok(events);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            anyhow::bail!("no such Event on {ns}/{name} within {EVENT_TIMEOUT:?}: {events:?}");
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
+
 /// Starts a provisioner (or controller) process: `KUBECONFIG` and
 /// `RUST_LOG` set, stdin closed, stdout and stderr appended to `log`,
 /// SIGKILLed when the child is dropped. The rest of its environment (an

@@ -20,7 +20,7 @@ use lib_provisioner::api::{
     ObjectBucketClaim, ObjectBucketClaimSpec,
 };
 use lib_provisioner::{CONFIG_APPLIED_CONDITION, ControllerBuilder};
-use obc_tests::recording::{RunningController, events_for, install_crds, wait_gone, wait_phase};
+use obc_tests::recording::{RunningController, install_crds, wait_event, wait_gone, wait_phase};
 use obc_tests::reliability::register_secret;
 use obc_tests::rustfs::{RustFs, is_quota_exceeded, put_object_when_quota_ready};
 use obc_tests::testenv::s3_client_for;
@@ -333,13 +333,11 @@ async fn a_quota_change_is_applied_and_only_then_observed_and_a_refused_one_says
     })
     .await
     .expect("the new quota is in force");
-    let events = events_for(&f.admin, NS, "quota").await;
-    assert!(
-        events
-            .iter()
-            .any(|(r, n)| r == "Updated" && n.contains("maxSize")),
-        "{events:?}"
-    );
+    let events = wait_event(&f.admin, NS, "quota", |r, n| {
+        r == "Updated" && n.contains("maxSize")
+    })
+    .await
+    .expect("an Updated Event");
     assert_eq!(
         bound_events(&f.admin, "quota").await,
         1,
@@ -364,13 +362,11 @@ async fn a_quota_change_is_applied_and_only_then_observed_and_a_refused_one_says
     );
     assert_eq!(observed_generation(&c), applied_generation);
     assert!(applied_generation > first_generation);
-    let events = events_for(&f.admin, NS, "quota").await;
-    assert!(
-        events
-            .iter()
-            .any(|(r, n)| r == "UpdateRefused" && n.contains("accessMode cannot change")),
-        "{events:?}"
-    );
+    wait_event(&f.admin, NS, "quota", |r, n| {
+        r == "UpdateRefused" && n.contains("accessMode cannot change")
+    })
+    .await
+    .expect("an UpdateRefused Event");
     // Still usable with its credentials.
     s3.get_object()
         .bucket(&bucket)
@@ -600,18 +596,14 @@ async fn colliding_and_overlong_object_bucket_names_get_one_of_their_own() {
             *name,
             format!("obc-{}", c.metadata.uid.as_deref().expect("uid"))
         );
-        let events = events_for(
+        wait_event(
             &f.admin,
             c.metadata.namespace.as_deref().expect("ns"),
             c.metadata.name.as_deref().expect("name"),
+            |r, n| r == "ObjectBucketNamed" && n.contains(name.as_str()),
         )
-        .await;
-        assert!(
-            events
-                .iter()
-                .any(|(r, n)| r == "ObjectBucketNamed" && n.contains(name.as_str())),
-            "{events:?}"
-        );
+        .await
+        .expect("an ObjectBucketNamed Event");
     }
     let mut buckets = Vec::new();
     for c in &bound {
@@ -752,12 +744,10 @@ async fn edited_and_deleted_secrets_and_config_maps_are_repaired() {
     })
     .await
     .expect("usable");
-    let events = events_for(&f.admin, NS, "drift").await;
     for reason in ["SecretRepaired", "ConfigMapRepaired"] {
-        assert!(
-            events.iter().any(|(r, _)| r == reason),
-            "{reason}: {events:?}"
-        );
+        wait_event(&f.admin, NS, "drift", |r, _| r == reason)
+            .await
+            .unwrap_or_else(|e| panic!("{reason}: {e:#}"));
     }
     // Settled: nothing rewrites the repaired children.
     let settled = secrets.get("drift").await.expect("secret");
@@ -986,8 +976,9 @@ async fn credentials_rotate_new_then_switch_then_revoke_and_a_shared_key_says_it
             .is_err(),
         "the first credentials still work"
     );
-    let events = events_for(&f.admin, NS, "rot").await;
-    assert!(events.iter().any(|(r, _)| r == "Rotated"), "{events:?}");
+    wait_event(&f.admin, NS, "rot", |r, _| r == "Rotated")
+        .await
+        .expect("a Rotated Event");
 
     // A shared-admin class cannot rotate: it says so, keeps the credentials.
     f.class_with(
@@ -1078,11 +1069,9 @@ async fn a_missing_rbac_verb_is_shown_on_the_claim_then_cleared() {
     .await
     .expect("shown");
     assert!(shown.contains("deploy/rbac.yaml"), "{shown}");
-    let events = events_for(&f.admin, NS, "rbac").await;
-    assert!(
-        events.iter().any(|(r, _)| r == "KubernetesAPIError"),
-        "{events:?}"
-    );
+    wait_event(&f.admin, NS, "rbac", |r, _| r == "KubernetesAPIError")
+        .await
+        .expect("a KubernetesAPIError Event");
     // Granted again: the claim binds, and the message is the bound one.
     set_verbs(
         &f,

@@ -24,7 +24,7 @@ use lib_provisioner::api::{
 };
 use lib_provisioner::{CONFIG_APPLIED_CONDITION, CREDENTIALS_ROTATED_CONDITION};
 use obc_tests::recording::{
-    Call, Recorder, Revoking, Rotation, RunningController, create_claim, create_class, events_for,
+    Call, Recorder, Revoking, Rotation, RunningController, create_claim, create_class, wait_event,
     wait_phase,
 };
 use obc_tests::setup::start_with_crds;
@@ -342,13 +342,11 @@ async fn a_previous_key_the_provisioner_kept_is_not_reported_revoked() {
         status == "False" && reason == "PreviousKeyKept" && message.contains(&previous),
         "the provisioner kept {previous}, but the claim says CredentialsRotated={status} ({reason}): {message}"
     );
-    let events = events_for(&client, "kept", "c").await;
-    assert!(
-        events
-            .iter()
-            .any(|(r, n)| r == "PreviousKeyKept" && n.contains(&previous)),
-        "{events:?}"
-    );
+    wait_event(&client, "kept", "c", |r, n| {
+        r == "PreviousKeyKept" && n.contains(&previous)
+    })
+    .await
+    .expect("a PreviousKeyKept Event");
     controller.stop().await.expect("stops");
 }
 
@@ -383,11 +381,9 @@ async fn a_rotation_that_keeps_the_key_id_stops_and_says_why() {
     let s = secret(&client, "same", "c").await;
     assert_eq!(value(&s, "AWS_SECRET_ACCESS_KEY"), format!("SK-{uid}-r1"));
     rotation_over(&client, "same", "c", "once").await;
-    let events = events_for(&client, "same", "c").await;
-    assert!(
-        events.iter().any(|(r, _)| r == "KeyIdUnchanged"),
-        "{events:?}"
-    );
+    wait_event(&client, "same", "c", |r, _| r == "KeyIdUnchanged")
+        .await
+        .expect("a KeyIdUnchanged Event");
     controller.stop().await.expect("stops");
 }
 

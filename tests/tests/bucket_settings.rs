@@ -15,7 +15,7 @@ use aws_sdk_s3::types::BucketVersioningStatus;
 use kube::api::{Api, DeleteParams, PostParams};
 use lib_provisioner::CONFIG_APPLIED_CONDITION;
 use lib_provisioner::api::{ClaimPhase, ObjectBucket, ObjectBucketClaim, ObjectBucketClaimSpec};
-use obc_tests::recording::{events_for, wait_gone, wait_phase};
+use obc_tests::recording::{wait_event, wait_gone, wait_phase};
 use obc_tests::wait_for;
 use serde_json::json;
 
@@ -113,7 +113,9 @@ async fn refused_update(f: &Fixture, name: &str, config: serde_json::Value) -> S
     let c = wait_config(f, name, "False").await;
     let (_, reason, _) = condition(&c, CONFIG_APPLIED_CONDITION).expect("condition");
     assert_eq!(reason, "UpdateRefused");
-    let events = events_for(&f.admin, NS, name).await;
+    let events = wait_event(&f.admin, NS, name, |r, _| r == "UpdateRefused")
+        .await
+        .expect("an UpdateRefused Event");
     events
         .into_iter()
         .rev()
@@ -270,13 +272,11 @@ async fn settings_follow_the_claim_and_come_back_when_changed_on_the_store() {
     })
     .await
     .expect("restored");
-    let events = events_for(&f.admin, NS, "settings").await;
-    assert!(
-        events.iter().any(|(r, n)| r == "ConfigRestored"
-            && n.contains("versioning")
-            && n.contains("bucketLifecycle")),
-        "{events:?}"
-    );
+    wait_event(&f.admin, NS, "settings", |r, n| {
+        r == "ConfigRestored" && n.contains("versioning") && n.contains("bucketLifecycle")
+    })
+    .await
+    .expect("a ConfigRestored Event");
 
     // Versions and delete markers go with the claim (reclaim policy Delete).
     let (s3, _) = f.claim_client("settings").await;

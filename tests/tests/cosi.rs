@@ -13,7 +13,7 @@ use lib_provisioner::ControllerBuilder;
 use lib_provisioner::cosi::CosiOptions;
 use lib_provisioner::cosi::api::*;
 use obc_tests::cosi_recording::{CosiCall, CosiRecorder, DRIVER, ENDPOINT, install_cosi_crds};
-use obc_tests::recording::{PROVISIONER, RunningController, events_for, wait_gone};
+use obc_tests::recording::{PROVISIONER, RunningController, events_for, wait_event, wait_gone};
 use obc_tests::setup::start_with_crds;
 use obc_tests::{TestEnv, wait_for};
 
@@ -293,13 +293,11 @@ async fn claims_get_ready_buckets_and_deletion_follows_the_policy() {
     })
     .await
     .expect("refused");
-    let events = events_for(&client, ns, "thief").await;
-    assert!(
-        events
-            .iter()
-            .any(|(r, n)| r == "Refused" && n.contains("not available to this claim")),
-        "{events:?}"
-    );
+    let events = wait_event(&client, ns, "thief", |r, n| {
+        r == "Refused" && n.contains("not available to this claim")
+    })
+    .await
+    .expect("a Refused Event");
     assert!(
         !events.iter().any(|(_, n)| n.contains("cosi-claims/legacy")),
         "the other claim is not named: {events:?}"
@@ -588,13 +586,11 @@ async fn refusals_are_shown_on_the_users_objects() {
             status.error.and_then(|e| e.time).is_some(),
             "{name}: the error has its time"
         );
-        let events = events_for(&client, ns, name).await;
-        assert!(
-            events
-                .iter()
-                .any(|(r, n)| r == "Refused" && n.contains(message)),
-            "{name}: {events:?}"
-        );
+        wait_event(&client, ns, name, |r, n| {
+            r == "Refused" && n.contains(message)
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{name}: {e:#}"));
         assert!(
             Api::<Secret>::namespaced(client.clone(), ns)
                 .get_opt(&format!("{name}-photos"))
@@ -940,11 +936,9 @@ async fn a_drivers_wait_is_shown_only_once_it_lasts() {
         asked.elapsed()
     );
     assert!(shown.contains(&bucket), "{shown}");
-    let events = events_for(&client, ns, "orphan").await;
-    assert!(
-        events.iter().any(|(r, n)| r == "Waiting" && *n == shown),
-        "{events:?}"
-    );
+    wait_event(&client, ns, "orphan", |r, n| r == "Waiting" && n == shown)
+        .await
+        .expect("a Waiting Event");
     let served = events_for(&client, ns, "served").await;
     assert!(
         !served.iter().any(|(r, _)| r == "Waiting"),

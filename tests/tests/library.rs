@@ -17,7 +17,7 @@ use lib_provisioner::api::{
 use lib_provisioner::{ControllerBuilder, EventLevel};
 use obc_tests::recording::{
     Call, PROVISIONER, Recorder, RunningController, create_claim, create_class, events_for,
-    message, wait_gone, wait_phase,
+    message, wait_event, wait_gone, wait_phase,
 };
 use obc_tests::setup::{install_crds_without_object_bucket_name, start_with_crds};
 use obc_tests::{TestEnv, wait_for};
@@ -191,12 +191,9 @@ async fn greenfield_claims_bind_and_follow_their_reclaim_policy() {
     assert_eq!(string_data(&cm, "BUCKET_PORT"), "9000");
     assert_eq!(string_data(&cm, "BUCKET_REGION"), "test-1");
     assert_eq!(cm.owner_references()[0].uid, genc.uid().unwrap_or_default());
-    assert!(
-        events_for(&client, "apps", "gen")
-            .await
-            .iter()
-            .any(|(r, _)| r == "Bound")
-    );
+    wait_event(&client, "apps", "gen", |r, _| r == "Bound")
+        .await
+        .expect("a Bound Event");
 
     // Exactly one provision per claim.
     assert_eq!(
@@ -326,15 +323,9 @@ async fn warnings_only_leaves_out_the_normal_events_and_keeps_the_warnings() {
         .await
         .expect("the invalid claim fails");
     assert!(message(&bad).contains("Bad_Name"), "{:?}", message(&bad));
-    wait_for(T, "the Warning on the invalid claim", || async {
-        let events = events_for(&client, "quiet", "bad").await;
-        Ok(events
-            .iter()
-            .any(|(reason, _)| reason == "InvalidBucketName")
-            .then_some(()))
-    })
-    .await
-    .expect("a Warning is still sent");
+    wait_event(&client, "quiet", "bad", |r, _| r == "InvalidBucketName")
+        .await
+        .expect("a Warning is still sent");
 
     let claims: Api<ObjectBucketClaim> = Api::namespaced(client.clone(), "quiet");
     claims
@@ -588,12 +579,9 @@ async fn claims_left_by_older_versions_are_taken_over_without_provisioning() {
         Vec::<Call>::new(),
         "takeover must not provision, grant, delete or revoke"
     );
-    assert!(
-        events_for(&client, "legacy", "bare")
-            .await
-            .iter()
-            .any(|(r, _)| r == "TakenOver")
-    );
+    wait_event(&client, "legacy", "bare", |r, _| r == "TakenOver")
+        .await
+        .expect("a TakenOver Event");
 
     // A restart over the taken-over claims is a no-op too.
     controller.stop().await.expect("stops");
@@ -658,12 +646,11 @@ async fn a_crd_schema_without_object_bucket_name_neither_loops_nor_reprovisions(
         claim.spec.object_bucket_name.is_none(),
         "the schema prunes it"
     );
-    assert!(
-        events_for(&client, "old", "pruned")
-            .await
-            .iter()
-            .any(|(r, _)| r == "ObjectBucketNameDropped")
-    );
+    wait_event(&client, "old", "pruned", |r, _| {
+        r == "ObjectBucketNameDropped"
+    })
+    .await
+    .expect("an ObjectBucketNameDropped Event");
     // A second controller (a restart) finds the OB by name: no second bucket.
     controller.stop().await.expect("stops");
     let controller = RunningController::start(client.clone(), rec.clone());

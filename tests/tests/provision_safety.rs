@@ -18,8 +18,8 @@ use lib_provisioner::{
     BucketAccess, BucketRequest, ControllerBuilder, ProvisionError, Provisioner, TeardownRequest,
 };
 use obc_tests::recording::{
-    Call, PROVISIONER, Recorder, RunningController, create_claim, create_class, events_for,
-    message, wait_gone, wait_phase,
+    Call, PROVISIONER, Recorder, RunningController, create_claim, create_class, message,
+    wait_event, wait_gone, wait_phase,
 };
 use obc_tests::setup::start_with_crds;
 use obc_tests::{TestEnv, wait_for};
@@ -277,13 +277,9 @@ async fn a_class_switched_before_bind_is_refused_and_nothing_is_made_on_it() {
         "{}",
         message(&failed)
     );
-    let events = events_for(&client, "apps", "switch").await;
-    assert!(
-        events
-            .iter()
-            .any(|(reason, _)| reason == "StorageClassChanged"),
-        "{events:?}"
-    );
+    wait_event(&client, "apps", "switch", |r, _| r == "StorageClassChanged")
+        .await
+        .expect("a StorageClassChanged Event");
 
     // Switched back: bound on class-a.
     claims

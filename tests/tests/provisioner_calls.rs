@@ -8,8 +8,8 @@ use kube::api::Api;
 use lib_provisioner::ControllerBuilder;
 use lib_provisioner::api::{ClaimPhase, ObjectBucketClaim, ObjectBucketClaimSpec};
 use obc_tests::recording::{
-    Call, PROVISIONER, Recorder, RunningController, create_claim, create_class, events_for,
-    message, wait_phase,
+    Call, PROVISIONER, Recorder, RunningController, create_claim, create_class, message,
+    wait_event, wait_phase,
 };
 use obc_tests::setup::start_with_crds;
 use obc_tests::wait_for;
@@ -81,13 +81,11 @@ async fn a_hung_provisioner_call_is_cut_off_and_the_claim_recovers() {
     })
     .await
     .expect("retried");
-    let events = events_for(&client, "hung", "a").await;
-    assert!(
-        events
-            .iter()
-            .any(|(r, note)| r == "ProvisionerTimeout" && note.contains("did not answer within")),
-        "{events:?}"
-    );
+    wait_event(&client, "hung", "a", |r, note| {
+        r == "ProvisionerTimeout" && note.contains("did not answer within")
+    })
+    .await
+    .expect("a ProvisionerTimeout Event");
     assert!(rec.buckets().is_empty(), "no call finished while hung");
 
     // The store answers again: the claim binds, with one bucket.

@@ -83,7 +83,12 @@ pub fn hit_provisioner(name: &str) {
     {
         let armed = std::env::var("OBC_FAILPOINTS").unwrap_or_default();
         if armed.split(',').any(|p| p.trim() == name) {
-            eprintln!("failpoint {name}: aborting");
+            // One write: `eprintln!` writes its pieces one by one to the
+            // unbuffered stderr, and another thread's log line could land
+            // between them, hiding the point from whoever reads the log.
+            use std::io::Write as _;
+            let line = format!("failpoint {name}: aborting\n");
+            let _ = std::io::stderr().write_all(line.as_bytes());
             std::process::abort();
         }
     }

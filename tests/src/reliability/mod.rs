@@ -27,7 +27,7 @@ pub use suite::{RUSTFS_ADMIN_SECRET, SampleSuite, claim_bucket, claim_keys, walk
 pub use summary::{Counts, REPORT_ENV, Record, Summary, suite_table};
 pub use wait::{converge, wait_all_bound, wait_all_gone};
 
-pub use crate::setup::{create_class, events_for};
+pub use crate::setup::{create_class, events_for, wait_event};
 
 /// The provisioner name of `deploy/` (and of the RBAC's Lease name).
 pub const PROVISIONER: &str = "objectbucket.io/sample-s3";

@@ -11,8 +11,8 @@ use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use lib_provisioner::api::{ClaimPhase, ObjectBucket, ObjectBucketClaim, PROVISIONER_LABEL};
 use obc_tests::reliability::{
-    Kind, PROVISIONER, Summary, converge, create_classes, events_for, register_claim_secrets,
-    wait_all_bound, wait_all_gone,
+    Kind, PROVISIONER, Summary, converge, create_classes, register_claim_secrets, wait_all_bound,
+    wait_all_gone, wait_event,
 };
 use serde_json::json;
 
@@ -64,20 +64,9 @@ async fn s3_outage(suite: &Suite, summary: &mut Summary) -> Result<()> {
                 message(&c)
             );
         }
-        // The Event follows the status write; under load it may land later.
-        obc_tests::wait_for(
-            T,
-            format!("{name}: a ProvisionerUnavailable event"),
-            || async {
-                let events = events_for(client, ns, name).await;
-                Ok(events
-                    .iter()
-                    .any(|(reason, note)| {
-                        reason == "ProvisionerUnavailable" && note.contains("did not answer")
-                    })
-                    .then_some(()))
-            },
-        )
+        wait_event(client, ns, name, |reason, note| {
+            reason == "ProvisionerUnavailable" && note.contains("did not answer")
+        })
         .await?;
     }
     // It keeps retrying (with backoff) while the store is down.
