@@ -171,17 +171,16 @@ pub async fn wait_event(
     name: &str,
     matches: impl Fn(&str, &str) -> bool,
 ) -> Result<Vec<(String, String)>> {
-    let deadline = tokio::time::Instant::now() + EVENT_TIMEOUT;
-    loop {
+    let what = format!("a matching Event on {ns}/{name}");
+    crate::testenv::wait_for(EVENT_TIMEOUT, what, || async {
         let events = events_for(client, ns, name).await;
         if events.iter().any(|(reason, note)| matches(reason, note)) {
-            return Ok(events);
+            return Ok(Some(events));
         }
-        if tokio::time::Instant::now() >= deadline {
-            anyhow::bail!("no such Event on {ns}/{name} within {EVENT_TIMEOUT:?}: {events:?}");
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    }
+        // Kept by `wait_for` as the last error, for its timeout's message.
+        Err(anyhow::anyhow!("its Events so far: {events:?}"))
+    })
+    .await
 }
 
 /// Starts a provisioner (or controller) process: `KUBECONFIG` and

@@ -6,9 +6,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kube::Client;
+use kube::runtime::events::{Recorder, Reporter};
 use tokio::sync::watch;
 
 use crate::core::error::Error;
+use crate::core::events::{EventLevel, Events};
 use crate::core::leader::Leadership;
 use crate::core::metrics::Metrics;
 use crate::core::provisioner::ProvisionError;
@@ -37,10 +39,20 @@ pub(crate) struct Shared {
     /// source needs watches it would not otherwise poll polls them then.
     pub sweep: Option<crate::core::sweep::SweepSettings>,
     /// Which Events the reconcilers send.
-    pub events: crate::core::events::EventLevel,
+    pub events: EventLevel,
 }
 
 impl Shared {
+    /// The Events a family's controller `controller` sends, at the
+    /// application's level; the instance is this Pod (`POD_NAME`).
+    pub(crate) fn events(&self, controller: String) -> Events {
+        let reporter = Reporter {
+            controller,
+            instance: std::env::var("POD_NAME").ok(),
+        };
+        Events::new(Recorder::new(self.client.clone(), reporter), self.events)
+    }
+
     /// What a family's reconcile context keeps of this: `synced` becomes
     /// true once that family's caches have listed.
     pub(crate) fn runtime(&self, synced: watch::Receiver<bool>) -> Runtime {

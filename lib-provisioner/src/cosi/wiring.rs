@@ -11,7 +11,6 @@ use std::time::Duration;
 use futures::future::{BoxFuture, FutureExt};
 use futures::stream::StreamExt;
 use kube::runtime::controller::{Config, Controller};
-use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef, ReflectHandle, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
@@ -23,7 +22,6 @@ use super::context::{Caches, CosiContext, error_policy};
 use super::sweep::CacheSource;
 use super::{CosiOptions, access, bucket, claim};
 use crate::core::backoff::Backoffs;
-use crate::core::events::Events;
 use crate::core::log::log_controller_error;
 use crate::core::provisioner::Provisioner;
 use crate::core::runtime::Shared;
@@ -132,16 +130,7 @@ pub(crate) fn start<P: Provisioner>(
         synced: synced.clone(),
     });
     let ctx = Arc::new(CosiContext {
-        events: Events::new(
-            Recorder::new(
-                client.clone(),
-                Reporter {
-                    controller: format!("cosi-{}", options.driver_name()),
-                    instance: std::env::var("POD_NAME").ok(),
-                },
-            ),
-            shared.events,
-        ),
+        events: shared.events(format!("cosi-{}", options.driver_name())),
         client: client.clone(),
         provisioner,
         driver: options.driver_name().to_owned(),

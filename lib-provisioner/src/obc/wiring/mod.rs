@@ -13,7 +13,6 @@ mod settings;
 use std::sync::Arc;
 
 use futures::future::{BoxFuture, FutureExt};
-use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::ObjectRef;
 use tokio::sync::watch;
 use tracing::error;
@@ -22,7 +21,6 @@ pub(crate) use settings::Settings;
 pub use settings::WatchScope;
 
 use crate::core::backoff::Backoffs;
-use crate::core::events::Events;
 use crate::core::names;
 use crate::core::provisioner::Provisioner;
 use crate::core::runtime::Shared;
@@ -156,15 +154,8 @@ fn context<P: Provisioner>(
         WatchScope::All => None,
         WatchScope::Namespaces(list) => Some(list.iter().cloned().collect()),
     };
-    let reporter = Reporter {
-        controller: label.clone(),
-        instance: std::env::var("POD_NAME").ok(),
-    };
     Arc::new(Context {
-        events: Events::new(
-            Recorder::new(shared.client.clone(), reporter),
-            shared.events,
-        ),
+        events: shared.events(label.clone()),
         client: shared.client.clone(),
         provisioner,
         provisioner_name: settings.provisioner_name,

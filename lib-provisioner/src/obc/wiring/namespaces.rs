@@ -36,11 +36,7 @@ where
     {
         return reflector::reflector(writer, watch).boxed();
     }
-    let namespaces = watches
-        .iter()
-        .map(|(ns, _)| ns.clone().unwrap_or_default())
-        .collect();
-    let mut merge = Merge::new(writer, namespaces);
+    let mut merge = Merge::new(writer, watches.iter().map(|(ns, _)| ns.clone()).collect());
     let tagged = watches
         .into_iter()
         .enumerate()
@@ -64,7 +60,7 @@ where
 /// every namespace has listed once) what is staged for the first fill.
 struct Merge<K: Resource<DynamicType = ()> + Clone + 'static> {
     writer: Writer<K>,
-    namespaces: Vec<String>,
+    namespaces: Vec<Option<String>>,
     /// Per watch: the objects of the list it is in, if it is listing.
     listing: Vec<Option<Vec<K>>>,
     /// Per watch: whether it has finished a list.
@@ -75,7 +71,7 @@ struct Merge<K: Resource<DynamicType = ()> + Clone + 'static> {
 }
 
 impl<K: Resource<DynamicType = ()> + Clone + 'static> Merge<K> {
-    fn new(writer: Writer<K>, namespaces: Vec<String>) -> Self {
+    fn new(writer: Writer<K>, namespaces: Vec<Option<String>>) -> Self {
         let n = namespaces.len();
         Self {
             writer,
@@ -161,7 +157,7 @@ impl<K: Resource<DynamicType = ()> + Clone + 'static> Merge<K> {
     /// Watch `i` has listed `list`: it replaces namespace `i`'s objects.
     fn list_done(&mut self, i: usize, list: Vec<K>) -> Vec<Event<K>> {
         let ns = self.namespaces[i].clone();
-        let in_ns = |o: &K| o.meta().namespace.as_deref() == Some(ns.as_str());
+        let in_ns = |o: &K| o.meta().namespace == ns;
         if let Some(staged) = &mut self.staged {
             staged.retain(|_, o| !in_ns(o));
             staged.extend(list.into_iter().map(|o| (ObjectRef::from_obj(&o), o)));
@@ -205,7 +201,10 @@ mod tests {
 
     fn merge() -> (Store<ObjectBucketClaim>, Merge<ObjectBucketClaim>) {
         let (reader, writer) = store();
-        (reader, Merge::new(writer, vec!["a".into(), "b".into()]))
+        (
+            reader,
+            Merge::new(writer, vec![Some("a".into()), Some("b".into())]),
+        )
     }
 
     fn list(m: &mut Merge<ObjectBucketClaim>, i: usize, objs: &[ObjectBucketClaim]) -> usize {

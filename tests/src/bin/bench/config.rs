@@ -132,8 +132,11 @@ pub fn parse_config() -> Result<Config> {
     if concurrency.is_empty() || concurrency.contains(&0) {
         bail!("--concurrency: give one or more numbers above 0");
     }
-    let controller_manager = args.iter().any(|a| a == "--controller-manager")
-        || std::env::var("OBC_BENCH_CONTROLLER_MANAGER").is_ok_and(|v| v == "1");
+    // A switch is on when given, or when its variable is "1".
+    let on = |flag: &str, var: &str| {
+        args.iter().any(|a| a == flag) || std::env::var(var).is_ok_and(|v| v == "1")
+    };
+    let controller_manager = on("--controller-manager", "OBC_BENCH_CONTROLLER_MANAGER");
     let cosi_env = std::env::var("OBC_BENCH_COSI").ok();
     let cosi_only = args.iter().any(|a| a == "--cosi") || cosi_env.as_deref() == Some("1");
     let no_cosi = args.iter().any(|a| a == "--no-cosi") || cosi_env.as_deref() == Some("0");
@@ -210,8 +213,7 @@ pub fn parse_config() -> Result<Config> {
         scale,
         quick,
         controller_manager,
-        warnings_only: args.iter().any(|a| a == "--warnings-only")
-            || std::env::var("OBC_BENCH_WARNINGS_ONLY").is_ok_and(|v| v == "1"),
+        warnings_only: on("--warnings-only", "OBC_BENCH_WARNINGS_ONLY"),
         claims: number("--claims", "OBC_BENCH_CLAIMS", 10_000, 1_000)?,
         latency_claims: number("--latency-claims", "OBC_BENCH_LATENCY_CLAIMS", 200, 100)?,
         burst: number("--burst", "OBC_BENCH_BURST", 1_000, 300)?,
